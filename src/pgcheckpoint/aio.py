@@ -1,0 +1,380 @@
+"""`AsyncPostgresSaver`: the asyncio driver of the core.
+
+Example:
+    >>> from pgcheckpoint import AsyncPostgresSaver
+    >>> async with AsyncPostgresSaver.from_conn_string(DSN) as saver:  # doctest: +SKIP
+    ...     await saver.setup()
+    ...     graph = builder.compile(checkpointer=saver)
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    DeltaChannelHistory,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from psycopg import AsyncConnection, AsyncCursor, AsyncPipeline, Capabilities
+from psycopg.rows import DictRow, dict_row
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from . import migrate
+from .core import Op, SaverCore
+from .drivers import conninfo_of, pool_settings, pool_timeout_error
+from .errors import PgCheckpointError
+from .queries import Queries
+
+__all__ = ["AsyncPostgresSaver"]
+
+T = TypeVar("T")
+
+
+class AsyncPostgresSaver(SaverCore):
+    """A LangGraph checkpointer on PostgreSQL, for asyncio code.
+
+    Drop-in for `langgraph.checkpoint.postgres.aio.AsyncPostgresSaver`. Its
+    sync methods (`get_tuple`, `list`, ...) work from other threads while the
+    event loop it was created on runs.
+
+    Args:
+        conn: A psycopg `AsyncConnection` or a `psycopg_pool.AsyncConnectionPool`;
+            a pool passed in is never closed by the saver.
+        pipe: A pipeline of `conn` to batch statements in (single connection only).
+        serde: The serializer of values.
+        schema: The Postgres schema that holds the tables.
+
+    Example:
+        >>> pool = AsyncConnectionPool(DSN, open=False)  # doctest: +SKIP
+        >>> await pool.open()  # doctest: +SKIP
+        >>> saver = AsyncPostgresSaver(pool)  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        conn: AsyncConnection[Any] | AsyncConnectionPool[Any],
+        pipe: AsyncPipeline | None = None,
+        serde: SerializerProtocol | None = None,
+        *,
+        schema: str = "public",
+    ) -> None:
+        super().__init__(serde=serde)
+        if isinstance(conn, AsyncConnectionPool) and pipe is not None:
+            raise ValueError(
+                "a pipeline belongs to one connection; pass an AsyncConnection with pipe=, "
+                "or an AsyncConnectionPool without it"
+            )
+        self.conn = conn
+        self.pipe = pipe
+        self.lock = asyncio.Lock()
+        self.loop = asyncio.get_running_loop()
+        self.schema = schema
+        self.queries = Queries(schema)
+        self.supports_pipeline = Capabilities().has_pipeline()
+
+    @classmethod
+    @asynccontextmanager
+    async def from_conn_string(
+        cls,
+        conn_string: str,
+        *,
+        pipeline: bool = False,
+        serde: SerializerProtocol | None = None,
+        pool: bool | Mapping[str, Any] = False,
+        schema: str = "public",
+    ) -> AsyncIterator[AsyncPostgresSaver]:
+        """Open a saver over one new connection (or a pool), closed on exit.
+
+        Args:
+            conn_string: A libpq connection string or URI.
+            pipeline: Run statements in a psycopg pipeline.
+            serde: The serializer of values.
+            pool: True, or `AsyncConnectionPool` settings such as
+                `{"max_size": 20}`, to open a pool instead of one connection.
+            schema: The Postgres schema that holds the tables.
+
+        Example:
+            >>> async with AsyncPostgresSaver.from_conn_string(DSN, pool=True) as saver:  # doctest: +SKIP
+            ...     graph = builder.compile(checkpointer=saver)
+        """
+        if pool:
+            async with AsyncConnectionPool(
+                conn_string, **pool_settings(pool, asynchronous=True)
+            ) as opened:
+                yield cls(opened, serde=serde, schema=schema)
+            return
+        async with await AsyncConnection.connect(
+            conn_string, autocommit=True, prepare_threshold=0, row_factory=dict_row
+        ) as conn:
+            if pipeline:
+                async with conn.pipeline() as pipe:
+                    yield cls(conn, pipe, serde=serde, schema=schema)
+            else:
+                yield cls(conn, serde=serde, schema=schema)
+
+    async def setup(self) -> None:
+        """Create or upgrade the tables (Alembic, to the newest revision).
+
+        Example:
+            >>> await saver.setup()  # doctest: +SKIP
+        """
+        await asyncio.to_thread(migrate.upgrade, conninfo_of(self.conn), schema=self.schema)
+
+    # -- the driver ---------------------------------------------------------------
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[AsyncConnection[Any]]:
+        if isinstance(self.conn, AsyncConnectionPool):
+            try:
+                async with self.conn.connection() as conn:
+                    yield conn
+            except PoolTimeout as exc:
+                raise pool_timeout_error(self.conn, exc) from exc
+        else:
+            async with self.lock:
+                yield self.conn
+
+    async def _run(self, op: Op[T], *, atomic: bool = False) -> T:
+        async with self._connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            in_pipe = self.pipe is not None and conn is self.conn
+            if atomic or not conn.autocommit:
+                async with conn.transaction():
+                    result = await self._drive(cur, op)
+            else:
+                result = await self._drive(cur, op)
+            if in_pipe and self.pipe is not None:
+                await self.pipe.sync()
+            return result
+
+    async def _drive(self, cur: AsyncCursor[DictRow], op: Op[T]) -> T:
+        try:
+            stmt = next(op)
+            while True:
+                await cur.execute(self.queries[stmt.name], stmt.params)
+                stmt = op.send(await cur.fetchall() if stmt.fetch else [])
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+
+    def _blocking(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            if asyncio.get_running_loop() is self.loop:
+                raise PgCheckpointError(
+                    f"AsyncPostgresSaver.{method}() was called from the event loop it runs "
+                    f"on, which would deadlock; use `await saver.a{method}(...)` there, or "
+                    "call the sync method from another thread"
+                )
+        except RuntimeError:
+            pass
+        coro = getattr(self, "a" + method)(*args, **kwargs)
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    # -- BaseCheckpointSaver, async -------------------------------------------------
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """Load the checkpoint `config` names, or the thread's latest.
+
+        Example:
+            >>> await saver.aget_tuple({"configurable": {"thread_id": "t1"}})  # doctest: +SKIP
+        """
+        return await self._run(self.get_tuple_op(config))
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """List checkpoints newest first; `config=None` lists across threads.
+
+        Example:
+            >>> [t async for t in saver.alist({"configurable": {"thread_id": "t1"}})]  # doctest: +SKIP
+        """
+        op = self.list_op(config, filter=filter, before=before, limit=limit)
+        rows, recheck = await self._run(op)
+        for tup in self.decode_listed(rows, recheck, limit):
+            yield tup
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Store a checkpoint (one statement, one transaction).
+
+        Example:
+            >>> await saver.aput(config, checkpoint, {"source": "input"}, {})  # doctest: +SKIP
+        """
+        return await self._run(self.put_op(config, checkpoint, metadata, new_versions))
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Store the writes of one task against a checkpoint.
+
+        Example:
+            >>> await saver.aput_writes(config, [("messages", ["hi"])], "t")  # doctest: +SKIP
+        """
+        await self._run(self.put_writes_op(config, writes, task_id, task_path))
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Delete a thread: every checkpoint, value and write of it.
+
+        Example:
+            >>> await saver.adelete_thread("t1")  # doctest: +SKIP
+        """
+        await self._run(self.delete_thread_op(thread_id))
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy a thread's whole history to another thread id.
+
+        Example:
+            >>> await saver.acopy_thread("t1", "t1-copy")  # doctest: +SKIP
+        """
+        await self._run(self.copy_thread_op(source_thread_id, target_thread_id))
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """Keep only each namespace's latest checkpoint, or delete the threads.
+
+        Example:
+            >>> await saver.aprune(["t1"], strategy="keep_latest")  # doctest: +SKIP
+        """
+        await self._run(self.prune_op(thread_ids, strategy=strategy), atomic=True)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the checkpoints and writes that the given runs created.
+
+        Example:
+            >>> await saver.adelete_for_runs(["run-1"])  # doctest: +SKIP
+        """
+        await self._run(self.delete_for_runs_op(run_ids), atomic=True)
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """Writes and seed of `DeltaChannel`s along the parent chain, in one query.
+
+        Example:
+            >>> await saver.aget_delta_channel_history(config=config, channels=["messages"])  # doctest: +SKIP
+        """
+        return await self._run(self.delta_history_op(config, channels))
+
+    # -- BaseCheckpointSaver, sync (from another thread) ------------------------------
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """`aget_tuple` for code on another thread.
+
+        Example:
+            >>> saver.get_tuple(config)  # doctest: +SKIP
+        """
+        return self._blocking("get_tuple", config)  # type: ignore[no-any-return]
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """`alist` for code on another thread.
+
+        Example:
+            >>> list(saver.list(config))  # doctest: +SKIP
+        """
+        yield from self._blocking("list_all", config, filter=filter, before=before, limit=limit)
+
+    async def alist_all(self, config: RunnableConfig | None, **kwargs: Any) -> list[CheckpointTuple]:
+        """Every tuple `alist` yields, as a list.
+
+        Example:
+            >>> await saver.alist_all(config, limit=5)  # doctest: +SKIP
+        """
+        return [tup async for tup in self.alist(config, **kwargs)]
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """`aput` for code on another thread.
+
+        Example:
+            >>> saver.put(config, checkpoint, metadata, {})  # doctest: +SKIP
+        """
+        return self._blocking("put", config, checkpoint, metadata, new_versions)  # type: ignore[no-any-return]
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """`aput_writes` for code on another thread.
+
+        Example:
+            >>> saver.put_writes(config, [("a", 1)], "task")  # doctest: +SKIP
+        """
+        self._blocking("put_writes", config, writes, task_id, task_path)
+
+    def delete_thread(self, thread_id: str) -> None:
+        """`adelete_thread` for code on another thread.
+
+        Example:
+            >>> saver.delete_thread("t1")  # doctest: +SKIP
+        """
+        self._blocking("delete_thread", thread_id)
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """`acopy_thread` for code on another thread.
+
+        Example:
+            >>> saver.copy_thread("t1", "t2")  # doctest: +SKIP
+        """
+        self._blocking("copy_thread", source_thread_id, target_thread_id)
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """`aprune` for code on another thread.
+
+        Example:
+            >>> saver.prune(["t1"])  # doctest: +SKIP
+        """
+        self._blocking("prune", thread_ids, strategy=strategy)
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """`adelete_for_runs` for code on another thread.
+
+        Example:
+            >>> saver.delete_for_runs(["run-1"])  # doctest: +SKIP
+        """
+        self._blocking("delete_for_runs", run_ids)
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """`aget_delta_channel_history` for code on another thread.
+
+        Example:
+            >>> saver.get_delta_channel_history(config=config, channels=["m"])  # doctest: +SKIP
+        """
+        return self._blocking(  # type: ignore[no-any-return]
+            "get_delta_channel_history", config=config, channels=channels
+        )

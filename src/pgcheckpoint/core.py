@@ -1,0 +1,677 @@
+"""The checkpointer written once, without I/O.
+
+Each operation is a generator: it yields `Stmt`s (a named statement from
+`sql/queries.sql` with its parameters), receives the rows of each, and returns
+the operation's result. `PostgresSaver` and `AsyncPostgresSaver` only run these
+statements on a connection, so the logic exists once for both.
+
+Example:
+    >>> from pgcheckpoint.core import Stmt
+    >>> Stmt("thread_heads", {"thread_ids": ["t1"]}, fetch=True).name
+    'thread_heads'
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import threading
+from collections.abc import Generator, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar, cast
+
+import zstandard
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    DeltaChannelHistory,
+    PendingWrite,
+    get_checkpoint_id,
+    get_serializable_checkpoint_metadata,
+    writes_sort_key,
+)
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
+from psycopg.types.json import Jsonb
+
+from .errors import InvalidInputError
+
+__all__ = ["Op", "SaverCore", "Stmt"]
+
+T = TypeVar("T")
+Row = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Stmt:
+    """One named statement to run, with its parameters.
+
+    Attributes:
+        name: The statement's name in `sql/queries.sql`.
+        params: Named parameters.
+        fetch: Whether the operation needs the rows back.
+
+    Example:
+        >>> Stmt("delete_thread", {"thread_id": "t1"}).fetch
+        False
+    """
+
+    name: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    fetch: bool = False
+
+
+Op = Generator[Stmt, list[Row], T]
+
+PRUNE_STRATEGIES = ("keep_latest", "delete")
+# Bounds a parent-chain walk; a real chain is far shorter (DeltaChannel
+# snapshots at least every 5,000 super-steps), so this only stops a cycle.
+MAX_CHAIN_DEPTH = 1_000_000
+# Identifiers go into primary keys; a btree entry holds at most ~2,700 bytes.
+_MAX_ID_BYTES = {"thread_id": 1024, "checkpoint_ns": 1024}
+_MAX_OTHER_ID_BYTES = 255
+_COMPRESS_SUFFIX = "+zstd"
+_INLINE_TYPES = (str, int, float, bool)
+_zstd = threading.local()
+
+
+def _compressor() -> zstandard.ZstdCompressor:
+    comp = getattr(_zstd, "c", None)
+    if comp is None:
+        comp = _zstd.c = zstandard.ZstdCompressor(level=3)
+    return cast(zstandard.ZstdCompressor, comp)
+
+
+def _decompressor() -> zstandard.ZstdDecompressor:
+    dec = getattr(_zstd, "d", None)
+    if dec is None:
+        dec = _zstd.d = zstandard.ZstdDecompressor()
+    return cast(zstandard.ZstdDecompressor, dec)
+
+
+def check_id(kind: str, value: Any) -> str:
+    """Validate an identifier before it reaches the database.
+
+    Ints, UUIDs and other scalars are turned into their string form, as
+    LangGraph does. NUL characters, unpaired surrogates and over-long values are
+    refused with a message that says what to change.
+
+    Example:
+        >>> check_id("thread_id", 42)
+        '42'
+    """
+    if value is None:
+        raise InvalidInputError(f"{kind!r} is missing; pass it in config['configurable']")
+    if isinstance(value, bytes | bytearray):
+        raise InvalidInputError(f"{kind!r} must be a string, not bytes")
+    text = value if isinstance(value, str) else str(value)
+    if "\x00" in text:
+        raise InvalidInputError(
+            f"{kind!r} contains a NUL character, which PostgreSQL text cannot store; "
+            "remove it or encode the id (for example as hex)"
+        )
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidInputError(
+            f"{kind!r} contains an unpaired surrogate and is not valid unicode; "
+            "pass a properly encoded string"
+        ) from None
+    limit = _MAX_ID_BYTES.get(kind, _MAX_OTHER_ID_BYTES)
+    if size > limit:
+        raise InvalidInputError(
+            f"{kind!r} is {size} bytes long; the limit is {limit} bytes. "
+            "Use a shorter id, for example a hash of this one"
+        )
+    return text
+
+
+def _configurable(config: RunnableConfig | None) -> dict[str, Any]:
+    if not config:
+        return {}
+    return cast(dict[str, Any], config.get("configurable") or {})
+
+
+def thread_of(config: RunnableConfig) -> tuple[str, str]:
+    """The validated (thread_id, checkpoint_ns) of a config.
+
+    Example:
+        >>> thread_of({"configurable": {"thread_id": "t1"}})
+        ('t1', '')
+    """
+    conf = _configurable(config)
+    if conf.get("thread_id") is None:
+        raise InvalidInputError(
+            "config has no 'thread_id': pass config={'configurable': {'thread_id': ...}}"
+        )
+    thread_id = check_id("thread_id", conf["thread_id"])
+    return thread_id, check_id("checkpoint_ns", conf.get("checkpoint_ns") or "")
+
+
+def json_projection(value: Any) -> tuple[Any, bool]:
+    """Metadata as JSONB can hold it, and whether that lost anything.
+
+    JSONB cannot hold NUL characters, unpaired surrogates or non-finite
+    floats; those are replaced (the full metadata is stored separately, so
+    nothing is lost on read) and filters on them are re-checked in Python.
+
+    Example:
+        >>> json_projection({"a": "x\\x00y"})
+        ({'a': 'x\\ufffdy'}, True)
+    """
+    lossy = False
+
+    def walk(v: Any) -> Any:
+        nonlocal lossy
+        if isinstance(v, str):
+            if "\x00" in v:
+                lossy = True
+                v = v.replace("\x00", "\ufffd")
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                lossy = True
+                v = v.encode("utf-8", "replace").decode("utf-8")
+            return v
+        if isinstance(v, bool) or v is None or isinstance(v, int):
+            return v
+        if isinstance(v, float):
+            if math.isfinite(v):
+                return v
+            lossy = True
+            return repr(v)
+        if isinstance(v, Mapping):
+            return {walk(str(k)): walk(x) for k, x in v.items()}
+        if isinstance(v, list | tuple):
+            return [walk(x) for x in v]
+        lossy = True
+        return walk(str(v))
+
+    return walk(value), lossy
+
+
+def metadata_matches(metadata: Mapping[str, Any], filter: Mapping[str, Any]) -> bool:
+    """Whether `metadata` contains `filter` the way JSONB `@>` means it.
+
+    Example:
+        >>> metadata_matches({"a": 1, "b": {"c": 2, "d": 3}}, {"b": {"c": 2}})
+        True
+    """
+
+    def contains(have: Any, want: Any) -> bool:
+        if isinstance(want, Mapping):
+            return isinstance(have, Mapping) and all(
+                k in have and contains(have[k], v) for k, v in want.items()
+            )
+        if isinstance(want, list | tuple):
+            return isinstance(have, list | tuple) and all(
+                any(contains(h, w) for h in have) for w in want
+            )
+        return bool(have == want)
+
+    return contains(metadata, filter)
+
+
+class SaverCore(BaseCheckpointSaver[str]):
+    """The I/O-free half of both savers: builds statements, decodes rows.
+
+    Subclasses provide the I/O: they run an `Op` to completion on a connection.
+
+    Example:
+        >>> core = SaverCore()
+        >>> core.get_next_version(None, None).startswith("0" * 31 + "1.")
+        True
+    """
+
+    # Values this small stay uncompressed: zstd's frame costs more than it saves.
+    compress_min_bytes: int = 1024
+
+    # -- values -----------------------------------------------------------------
+
+    def dump_value(self, value: Any) -> tuple[str, bytes]:
+        """Serialise one value, compressed when that pays."""
+        type_, data = self.serde.dumps_typed(value)
+        if len(data) >= self.compress_min_bytes and "+" not in type_:
+            packed = _compressor().compress(data)
+            if len(packed) < len(data):
+                return type_ + _COMPRESS_SUFFIX, packed
+        return type_, data
+
+    def load_value(self, type_: str, data: bytes | None) -> Any:
+        """The inverse of `dump_value`."""
+        if type_.endswith(_COMPRESS_SUFFIX) and data is not None:
+            type_ = type_[: -len(_COMPRESS_SUFFIX)]
+            data = _decompressor().decompress(data)
+        return self.serde.loads_typed((type_, data))  # type: ignore[arg-type]
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        """The next channel version: a zero-padded counter and a random tail.
+
+        Versions sort as strings in the order they were made, which keeps them
+        compatible with rows written by `langgraph-checkpoint-postgres`.
+
+        Example:
+            >>> SaverCore().get_next_version("00000000000000000000000000000007.5", None)[:33]
+            '00000000000000000000000000000008.'
+        """
+        if current is None:
+            number = 0
+        elif isinstance(current, int):
+            number = current
+        else:
+            number = int(str(current).split(".", 1)[0])
+        return f"{number + 1:032}.{random.random():016}"
+
+    # -- operations ---------------------------------------------------------------
+
+    def put_op(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> Op[RunnableConfig]:
+        """Store a checkpoint and the values of the channels that changed."""
+        thread_id, checkpoint_ns = thread_of(config)
+        checkpoint_id = check_id("checkpoint_id", checkpoint["id"])
+        parent_id = get_checkpoint_id(config)
+        if parent_id is not None:
+            parent_id = check_id("checkpoint_id", parent_id)
+        record: dict[str, Any] = {
+            k: v for k, v in checkpoint.items() if k not in ("channel_values", "channel_versions")
+        }
+        inline: dict[str, Any] = {}
+        blob_channels: list[str] = []
+        blob_versions: list[str] = []
+        blob_types: list[str] = []
+        blob_values: list[bytes | None] = []
+        for channel, value in checkpoint["channel_values"].items():
+            if (value is None or isinstance(value, _INLINE_TYPES)) and not isinstance(
+                value, _DeltaSnapshot
+            ):
+                inline[channel] = value
+            elif channel in new_versions:
+                check_id("channel", channel)
+                type_, data = self.dump_value(value)
+                blob_channels.append(channel)
+                blob_versions.append(str(new_versions[channel]))
+                blob_types.append(type_)
+                blob_values.append(data)
+        record["channel_values"] = inline
+        type_, data = self.dump_value(record)
+        full_metadata = get_serializable_checkpoint_metadata(config, metadata)
+        projection, _ = json_projection(full_metadata)
+        metadata_type, metadata_blob = self.dump_value(full_metadata)
+        run_id = full_metadata.get("run_id")
+        yield Stmt(
+            "put_checkpoint",
+            {
+                "thread_id": thread_id,
+                "checkpoint_ns": checkpoint_ns,
+                "checkpoint_id": checkpoint_id,
+                "parent_checkpoint_id": parent_id,
+                "run_id": None if run_id is None else str(run_id),
+                "type": type_,
+                "checkpoint": data,
+                "channel_versions": Jsonb(
+                    {k: str(v) for k, v in checkpoint["channel_versions"].items()}
+                ),
+                "inline_channels": list(inline),
+                "metadata_type": metadata_type,
+                "metadata_blob": metadata_blob,
+                "metadata": Jsonb(projection),
+                "blob_channels": blob_channels,
+                "blob_versions": blob_versions,
+                "blob_types": blob_types,
+                "blob_values": blob_values,
+            },
+        )
+        return {
+            "configurable": {
+                "thread_id": thread_id,
+                "checkpoint_ns": checkpoint_ns,
+                "checkpoint_id": checkpoint_id,
+            }
+        }
+
+    def put_writes_op(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> Op[None]:
+        """Store the writes of one task against a checkpoint."""
+        thread_id, checkpoint_ns = thread_of(config)
+        checkpoint_id = check_id("checkpoint_id", get_checkpoint_id(config))
+        task_id = check_id("task_id", task_id)
+        task_path = check_id("task_path", task_path or "")
+        if not writes:
+            return
+        idxs, channels, types, blobs = [], [], [], []
+        for idx, (channel, value) in enumerate(writes):
+            channels.append(check_id("channel", channel))
+            idxs.append(WRITES_IDX_MAP.get(channel, idx))
+            type_, data = self.dump_value(value)
+            types.append(type_)
+            blobs.append(data)
+        special = all(channel in WRITES_IDX_MAP for channel, _ in writes)
+        yield Stmt(
+            "upsert_writes" if special else "insert_writes",
+            {
+                "thread_id": thread_id,
+                "checkpoint_ns": checkpoint_ns,
+                "checkpoint_id": checkpoint_id,
+                "task_id": task_id,
+                "task_path": task_path,
+                "idxs": idxs,
+                "channels": channels,
+                "types": types,
+                "blobs": blobs,
+            },
+        )
+
+    def get_tuple_op(self, config: RunnableConfig) -> Op[CheckpointTuple | None]:
+        """Load the checkpoint a config names, or the thread's latest."""
+        thread_id, checkpoint_ns = thread_of(config)
+        checkpoint_id = get_checkpoint_id(config)
+        params = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
+        if checkpoint_id:
+            params["checkpoint_id"] = check_id("checkpoint_id", checkpoint_id)
+            rows = yield Stmt("get_checkpoint_by_id", params, fetch=True)
+        else:
+            rows = yield Stmt("get_latest_checkpoint", params, fetch=True)
+        return self.load_tuple(rows[0]) if rows else None
+
+    def list_op(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: Mapping[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Op[tuple[list[Row], Mapping[str, Any] | None]]:
+        """Select the rows `list` yields, newest first.
+
+        Returns the rows and, when the filter could not be expressed exactly in
+        JSONB, the filter to re-check on each decoded tuple.
+        """
+        conf = _configurable(config)
+        thread_id = conf.get("thread_id")
+        ns = conf.get("checkpoint_ns")
+        checkpoint_id = conf.get("checkpoint_id")
+        before_id = get_checkpoint_id(before) if before else None
+        if limit is not None and (not isinstance(limit, int) or limit < 0):
+            raise InvalidInputError(f"limit must be a non-negative int or None, not {limit!r}")
+        if filter is not None and not isinstance(filter, Mapping):
+            raise InvalidInputError(f"filter must be a dict, not {type(filter).__name__}")
+        projection, lossy = json_projection(dict(filter)) if filter else (None, False)
+        params = {
+            "thread_id": None if thread_id is None else check_id("thread_id", thread_id),
+            "checkpoint_ns": None if ns is None else check_id("checkpoint_ns", ns),
+            "checkpoint_id": None
+            if checkpoint_id is None
+            else check_id("checkpoint_id", checkpoint_id),
+            "before": None if before_id is None else check_id("checkpoint_id", before_id),
+            "filter": None if projection is None else Jsonb(projection),
+            "limit": None if lossy else limit,
+        }
+        rows = yield Stmt("list_checkpoints", params, fetch=True)
+        return rows, (filter if lossy else None)
+
+    def delete_thread_op(self, thread_id: str) -> Op[None]:
+        """Delete every checkpoint, blob and write of a thread."""
+        yield Stmt("delete_thread", {"thread_id": check_id("thread_id", thread_id)})
+
+    def copy_thread_op(self, source_thread_id: str, target_thread_id: str) -> Op[None]:
+        """Copy a thread's whole history, every namespace, to another thread id."""
+        yield Stmt(
+            "copy_thread",
+            {
+                "source_thread_id": check_id("thread_id", source_thread_id),
+                "target_thread_id": check_id("thread_id", target_thread_id),
+            },
+        )
+
+    def prune_op(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> Op[None]:
+        """Prune threads in one transaction; the caller runs it in one.
+
+        `keep_latest` keeps the newest checkpoint of every namespace, plus the
+        ancestors and writes it needs to be rebuilt (a `DeltaChannel` between
+        snapshots), and deletes the rest. Checkpoints saved while the prune
+        runs are newer than the heads it read, so they are never deleted.
+        """
+        if isinstance(thread_ids, str):
+            raise InvalidInputError("thread_ids must be a list of thread ids, not one string")
+        if strategy not in PRUNE_STRATEGIES:
+            raise InvalidInputError(
+                f"unknown prune strategy {strategy!r}; use one of {PRUNE_STRATEGIES!r}"
+            )
+        ids = sorted({check_id("thread_id", t) for t in thread_ids})
+        if not ids:
+            return
+        yield from self._lock_threads_op(ids)
+        if strategy == "delete":
+            yield Stmt("delete_threads", {"thread_ids": ids})
+            return
+        heads = yield Stmt("thread_heads", {"thread_ids": ids}, fetch=True)
+        keep = yield from self._needed_for_op(heads)
+        rows = yield Stmt("thread_checkpoint_ids", {"thread_ids": ids}, fetch=True)
+        newest = {(h["thread_id"], h["checkpoint_ns"]): h["checkpoint_id"] for h in heads}
+        doomed = [
+            r
+            for r in rows
+            if _key(r) not in keep
+            and r["checkpoint_id"] < newest.get((r["thread_id"], r["checkpoint_ns"]), "")
+        ]
+        yield from self._delete_checkpoints_op(doomed)
+
+    def delete_for_runs_op(self, run_ids: Sequence[str]) -> Op[None]:
+        """Delete the checkpoints (and their writes) that the given runs created.
+
+        Checkpoints of other runs that still need a deleted one to be rebuilt
+        (their `DeltaChannel` history runs through it) keep it.
+        """
+        if isinstance(run_ids, str):
+            raise InvalidInputError("run_ids must be a list of run ids, not one string")
+        ids = sorted({check_id("run_id", r) for r in run_ids})
+        if not ids:
+            return
+        rows = yield Stmt("run_checkpoints", {"run_ids": ids}, fetch=True)
+        if not rows:
+            return
+        threads = sorted({r["thread_id"] for r in rows})
+        yield from self._lock_threads_op(threads)
+        # Re-read under the lock: a concurrent writer may have added checkpoints.
+        rows = yield Stmt("run_checkpoints", {"run_ids": ids}, fetch=True)
+        doomed_keys = {_key(r) for r in rows}
+        every = yield Stmt("thread_checkpoint_ids", {"thread_ids": threads}, fetch=True)
+        survivors = [r for r in every if _key(r) not in doomed_keys]
+        needed = yield from self._needed_for_op(survivors)
+        doomed = [r for r in rows if _key(r) not in needed]
+        yield from self._delete_checkpoints_op(doomed)
+
+    def delta_history_op(
+        self, config: RunnableConfig, channels: Sequence[str]
+    ) -> Op[dict[str, DeltaChannelHistory]]:
+        """Per-channel writes and seed along the target's parent chain, in one query."""
+        channels = list(dict.fromkeys(channels))
+        if not channels:
+            return {}
+        thread_id, checkpoint_ns = thread_of(config)
+        checkpoint_id = get_checkpoint_id(config)
+        if checkpoint_id is None:
+            latest = yield from self.get_tuple_op(config)
+            if latest is None:
+                return {ch: {"writes": []} for ch in channels}
+            checkpoint_id = latest.config["configurable"]["checkpoint_id"]
+        rows = yield Stmt(
+            "delta_channel_history",
+            {
+                "thread_id": thread_id,
+                "checkpoint_ns": checkpoint_ns,
+                "checkpoint_id": check_id("checkpoint_id", checkpoint_id),
+                "channels": channels,
+                "max_depth": MAX_CHAIN_DEPTH,
+            },
+            fetch=True,
+        )
+        return self._assemble_delta_history(channels, rows)
+
+    # -- helpers ------------------------------------------------------------------
+
+    def _lock_threads_op(self, thread_ids: Sequence[str]) -> Op[None]:
+        yield Stmt(
+            "lock_threads_for_maintenance",
+            {"thread_ids": list(thread_ids), "lock_class": LOCK_CLASS_MAINTENANCE},
+            fetch=True,
+        )
+
+    def _needed_for_op(self, kept: Iterable[Row]) -> Op[set[tuple[str, str, str]]]:
+        kept = list(kept)
+        if not kept:
+            return set()
+        rows = yield Stmt(
+            "rebuild_dependencies",
+            {
+                "thread_ids": [r["thread_id"] for r in kept],
+                "checkpoint_nss": [r["checkpoint_ns"] for r in kept],
+                "checkpoint_ids": [r["checkpoint_id"] for r in kept],
+                "max_depth": MAX_CHAIN_DEPTH,
+            },
+            fetch=True,
+        )
+        return {_key(r) for r in rows}
+
+    def _delete_checkpoints_op(self, doomed: Sequence[Row]) -> Op[None]:
+        if not doomed:
+            return
+        yield Stmt(
+            "delete_checkpoints",
+            {
+                "thread_ids": [r["thread_id"] for r in doomed],
+                "checkpoint_nss": [r["checkpoint_ns"] for r in doomed],
+                "checkpoint_ids": [r["checkpoint_id"] for r in doomed],
+            },
+        )
+
+    def _assemble_delta_history(
+        self, channels: Sequence[str], rows: Sequence[Row]
+    ) -> dict[str, DeltaChannelHistory]:
+        writes: dict[str, list[tuple[int, tuple[str, str, int], PendingWrite]]] = {
+            ch: [] for ch in channels
+        }
+        seeds: dict[str, Any] = {}
+        inline_rows: list[Row] = []
+        for row in rows:
+            kind = row["kind"]
+            if kind == "w":
+                value = self.load_value(row["type"], row["blob"])
+                writes[row["channel"]].append(
+                    (
+                        row["depth"],
+                        writes_sort_key(row["task_path"], row["task_id"], row["idx"]),
+                        (row["task_id"], row["channel"], value),
+                    )
+                )
+            elif kind == "s":
+                if row["type"] != "empty":
+                    seeds[row["channel"]] = self.load_value(row["type"], row["blob"])
+            elif kind == "i":
+                inline_rows.append(row)
+        for row in inline_rows:
+            values = self.load_value(row["type"], row["checkpoint"])["channel_values"]
+            for ch in row["found"]:
+                if ch not in seeds and ch in values:
+                    seeds[ch] = values[ch]
+        result: dict[str, DeltaChannelHistory] = {}
+        for ch in channels:
+            # Oldest checkpoint first (deepest), then live order within one.
+            ordered = sorted(writes[ch], key=lambda w: (-w[0], w[1]))
+            entry: DeltaChannelHistory = {"writes": [w[2] for w in ordered]}
+            if ch in seeds:
+                entry["seed"] = seeds[ch]
+            result[ch] = entry
+        return result
+
+    def load_tuple(self, row: Row) -> CheckpointTuple:
+        """Decode one row of `checkpoint_tuple_from` into a `CheckpointTuple`."""
+        record = self.load_value(row["type"], row["checkpoint"])
+        values = dict(record.get("channel_values") or {})
+        for channel, type_, data in zip(
+            row["blob_channels"] or (), row["blob_types"] or (), row["blob_values"] or (),
+            strict=True,
+        ):
+            if type_ != "empty":
+                values[channel] = self.load_value(type_, data)
+        record["channel_values"] = values
+        record["channel_versions"] = dict(row["channel_versions"] or {})
+        thread_id, ns = row["thread_id"], row["checkpoint_ns"]
+        pending = [
+            (task_id, channel, self.load_value(type_, data))
+            for task_id, channel, type_, data in zip(
+                row["write_task_ids"] or (),
+                row["write_channels"] or (),
+                row["write_types"] or (),
+                row["write_values"] or (),
+                strict=True,
+            )
+        ]
+        parent = row["parent_checkpoint_id"]
+        return CheckpointTuple(
+            config={
+                "configurable": {
+                    "thread_id": thread_id,
+                    "checkpoint_ns": ns,
+                    "checkpoint_id": row["checkpoint_id"],
+                }
+            },
+            checkpoint=cast(Checkpoint, record),
+            metadata=cast(
+                CheckpointMetadata, self.load_value(row["metadata_type"], row["metadata_blob"])
+            ),
+            parent_config={
+                "configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": parent}
+            }
+            if parent
+            else None,
+            pending_writes=pending,
+        )
+
+    def decode_listed(
+        self, rows: Iterable[Row], recheck: Mapping[str, Any] | None, limit: int | None
+    ) -> Generator[CheckpointTuple, None, None]:
+        """Decode listed rows lazily, applying a filter JSONB could not hold."""
+        count = 0
+        for row in rows:
+            if limit is not None and count >= limit:
+                return
+            tup = self.load_tuple(row)
+            if recheck is not None and not metadata_matches(tup.metadata, recheck):
+                continue
+            count += 1
+            yield tup
+
+
+# First key of the transaction advisory locks that serialise maintenance
+# (prune, delete_for_runs) of one thread ("pgct" in ASCII).
+LOCK_CLASS_MAINTENANCE = 0x70676374
+
+
+def _key(row: Row) -> tuple[str, str, str]:
+    return (row["thread_id"], row["checkpoint_ns"], row["checkpoint_id"])
+
+
+def dumps_json(value: Any) -> str:
+    """JSON text for the CLI and logs (non-JSON values as strings).
+
+    Example:
+        >>> dumps_json({"a": 1})
+        '{"a": 1}'
+    """
+    return json.dumps(value, default=str, ensure_ascii=False)

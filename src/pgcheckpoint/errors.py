@@ -1,0 +1,98 @@
+"""Errors raised by pgcheckpoint.
+
+Every error derives from `PgCheckpointError`. Errors about the connection also
+derive from `psycopg.OperationalError`, so handlers written for psycopg keep
+catching them.
+
+Example:
+    >>> from pgcheckpoint.errors import PgCheckpointError, InvalidInputError
+    >>> issubclass(InvalidInputError, (PgCheckpointError, ValueError))
+    True
+"""
+
+from __future__ import annotations
+
+import psycopg
+from psycopg_pool import PoolTimeout
+
+__all__ = [
+    "DecryptionError",
+    "InvalidInputError",
+    "PgCheckpointError",
+    "PoolTimeoutError",
+    "SchemaOutOfDateError",
+    "ThreadBusyError",
+]
+
+
+class PgCheckpointError(Exception):
+    """Root of every error pgcheckpoint raises.
+
+    Example:
+        >>> try:
+        ...     raise InvalidInputError("thread_id is missing")
+        ... except PgCheckpointError as exc:
+        ...     print(exc)
+        thread_id is missing
+    """
+
+
+class InvalidInputError(PgCheckpointError, ValueError):
+    """An argument cannot be stored; nothing was written.
+
+    Example:
+        >>> InvalidInputError("'thread_id' contains a NUL character")
+        InvalidInputError("'thread_id' contains a NUL character")
+    """
+
+
+class SchemaOutOfDateError(PgCheckpointError):
+    """The database schema is behind this version of pgcheckpoint.
+
+    Example:
+        >>> str(SchemaOutOfDateError("run `pgcheckpoint migrate`"))
+        'run `pgcheckpoint migrate`'
+    """
+
+
+class ThreadBusyError(PgCheckpointError):
+    """Another worker holds the lock of this thread.
+
+    Attributes:
+        thread_id: The thread that could not be locked.
+        holder_pid: The backend pid of the holder, when Postgres can tell.
+
+    Example:
+        >>> err = ThreadBusyError("t1", holder_pid=4242)
+        >>> err.thread_id, err.holder_pid
+        ('t1', 4242)
+    """
+
+    def __init__(self, thread_id: str, *, holder_pid: int | None = None, message: str = "") -> None:
+        self.thread_id = thread_id
+        self.holder_pid = holder_pid
+        if not message:
+            holder = f" (held by backend pid {holder_pid})" if holder_pid else ""
+            message = (
+                f"thread {thread_id!r} is locked by another worker{holder}; "
+                "retry later or pass a timeout to wait"
+            )
+        super().__init__(message)
+
+
+class DecryptionError(PgCheckpointError):
+    """A stored value could not be decrypted or authenticated.
+
+    Example:
+        >>> str(DecryptionError("blob of channel 'messages' failed authentication"))
+        "blob of channel 'messages' failed authentication"
+    """
+
+
+class PoolTimeoutError(PgCheckpointError, PoolTimeout):
+    """No connection became free in the pool in time.
+
+    Example:
+        >>> issubclass(PoolTimeoutError, (PoolTimeout, psycopg.OperationalError))
+        True
+    """

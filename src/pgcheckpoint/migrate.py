@@ -1,0 +1,249 @@
+"""Schema migrations: Alembic revisions under `migrations/`, run safely.
+
+`upgrade` is what `setup()` and `pgcheckpoint migrate` call. Many processes may
+call it at once: each waits for a session advisory lock taken by polling on a
+separate autocommit connection (a blocking lock on the migrating connection
+would deadlock with `CREATE INDEX CONCURRENTLY`, which waits for every open
+transaction), and whoever gets it second finds nothing left to do.
+
+Example:
+    >>> from pgcheckpoint.migrate import upgrade, current, head
+    >>> upgrade("postgresql://postgres@127.0.0.1/app")  # doctest: +SKIP
+    >>> current("postgresql://postgres@127.0.0.1/app") == head()  # doctest: +SKIP
+    True
+"""
+
+from __future__ import annotations
+
+import io
+import time
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager, redirect_stdout
+
+import psycopg
+from alembic import command, op
+from alembic.config import Config
+from alembic.script import ScriptDirectory
+from psycopg import sql
+
+from .errors import PgCheckpointError
+from .resources import migrations_dir
+
+__all__ = [
+    "LOCK_CLASS_MIGRATE",
+    "VERSION_TABLE",
+    "create_index_concurrently",
+    "current",
+    "downgrade",
+    "drop_index_concurrently",
+    "head",
+    "history",
+    "ident",
+    "offline_sql",
+    "upgrade",
+]
+
+VERSION_TABLE = "pgcheckpoint_alembic_version"
+# First key of pgcheckpoint's two-key advisory locks ("pgcm" in ASCII); the
+# second is a hash of the schema. Two-key locks never meet one-bigint locks.
+LOCK_CLASS_MIGRATE = 0x7067636D
+
+
+def ident(name: str) -> str:
+    """Quote an SQL identifier (a schema name) for text SQL.
+
+    Example:
+        >>> ident("tenant_a")
+        '"tenant_a"'
+    """
+    return sql.Identifier(name).as_string(None)
+
+
+def _signed32(data: str) -> int:
+    value = zlib.crc32(data.encode("utf-8"))
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def _config(conninfo: str | None, schema: str) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(migrations_dir()))
+    cfg.attributes["schema"] = schema
+    if conninfo is not None:
+        cfg.attributes["dsn"] = conninfo
+    return cfg
+
+
+@contextmanager
+def _migration_lock(conninfo: str, schema: str, timeout: float) -> Iterator[None]:
+    key = _signed32(f"migrate:{schema}")
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        deadline = time.monotonic() + timeout
+        delay = 0.05
+        while not conn.execute(
+            "SELECT pg_try_advisory_lock(%s, %s)", (LOCK_CLASS_MIGRATE, key)
+        ).fetchone()[0]:  # type: ignore[index]
+            if time.monotonic() > deadline:
+                raise PgCheckpointError(
+                    f"another process has been migrating schema {schema!r} for over "
+                    f"{timeout:.0f}s; check for a stuck `pgcheckpoint migrate` and retry"
+                )
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
+        try:
+            yield
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s, %s)", (LOCK_CLASS_MIGRATE, key))
+
+
+def upgrade(
+    conninfo: str, *, schema: str = "public", revision: str = "head", lock_timeout: float = 600
+) -> None:
+    """Upgrade the schema to `revision` (default: the newest), creating it if needed.
+
+    Safe to call from many processes at once, and to re-run after an
+    interruption.
+
+    Args:
+        conninfo: A libpq connection string or URI for a role that may run DDL.
+        schema: The Postgres schema for the tables and the version table.
+        revision: The target revision id, or "head".
+        lock_timeout: Seconds to wait for another process's migration.
+
+    Example:
+        >>> upgrade("postgresql://postgres@127.0.0.1/app", schema="tenant_a")  # doctest: +SKIP
+    """
+    with _migration_lock(conninfo, schema, lock_timeout):
+        command.upgrade(_config(conninfo, schema), revision)
+
+
+def downgrade(
+    conninfo: str, revision: str, *, schema: str = "public", lock_timeout: float = 600
+) -> None:
+    """Downgrade the schema to `revision` ("base" removes every table).
+
+    Example:
+        >>> downgrade("postgresql://postgres@127.0.0.1/app", "base")  # doctest: +SKIP
+    """
+    with _migration_lock(conninfo, schema, lock_timeout):
+        command.downgrade(_config(conninfo, schema), revision)
+
+
+def current(conninfo: str, *, schema: str = "public") -> str | None:
+    """The revision the database is at, or None when it was never migrated.
+
+    Example:
+        >>> current("postgresql://postgres@127.0.0.1/empty")  # doctest: +SKIP
+    """
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        table = f"{ident(schema)}.{VERSION_TABLE}"
+        exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()
+        if not exists or not exists[0]:
+            return None
+        row = conn.execute(
+            sql.SQL("SELECT version_num FROM {}.{}").format(
+                sql.Identifier(schema), sql.Identifier(VERSION_TABLE)
+            )
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+
+def head() -> str:
+    """The newest revision this version of pgcheckpoint ships.
+
+    Example:
+        >>> head() >= "0001"
+        True
+    """
+    script = ScriptDirectory.from_config(_config(None, "public"))
+    heads = script.get_heads()
+    if len(heads) != 1:
+        raise PgCheckpointError(f"the migrations have {len(heads)} heads; expected one")
+    return str(heads[0])
+
+
+def history() -> list[tuple[str, str | None, str]]:
+    """Every revision, oldest first, as (revision, down_revision, title).
+
+    Example:
+        >>> history()[0][:2]
+        ('0001', None)
+    """
+    script = ScriptDirectory.from_config(_config(None, "public"))
+    revisions = list(script.walk_revisions())
+    revisions.reverse()
+    result = []
+    for rev in revisions:
+        down = rev.down_revision
+        title = (rev.doc or "").strip().splitlines()[0] if rev.doc else ""
+        result.append((str(rev.revision), None if down is None else str(down), title))
+    return result
+
+
+def offline_sql(*, schema: str = "public", revision: str = "head", start: str | None = None) -> str:
+    """The SQL that upgrading would run, for DBAs who apply it by hand.
+
+    Example:
+        >>> "CREATE TABLE" in offline_sql()
+        True
+    """
+    target = f"{start}:{revision}" if start else revision
+    buffer = io.StringIO()
+    cfg = _config(None, schema)
+    cfg.output_buffer = buffer
+    with redirect_stdout(io.StringIO()):
+        command.upgrade(cfg, target, sql=True)
+    return buffer.getvalue()
+
+
+def _index_exists_invalid(schema: str, name: str) -> bool | None:
+    from sqlalchemy import text
+
+    row = (
+        op.get_bind()
+        .execute(
+            text(
+                "SELECT i.indisvalid FROM pg_index i "
+                "JOIN pg_class c ON c.oid = i.indexrelid "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = :schema AND c.relname = :name"
+            ),
+            {"schema": schema, "name": name},
+        )
+        .fetchone()
+    )
+    return None if row is None else not row[0]
+
+
+def create_index_concurrently(schema: str, name: str, definition: str) -> None:
+    """Build an index without blocking writers, from inside a revision.
+
+    An INVALID index left by an interrupted build is dropped and built again.
+
+    Args:
+        schema: The schema of the table.
+        name: The index name.
+        definition: What follows `ON`, e.g. `"pgc_checkpoints (run_id)"`; the
+            table is qualified with the schema.
+
+    Example:
+        >>> create_index_concurrently("public", "t_idx", "t (a)")  # doctest: +SKIP
+    """
+    context = op.get_context()
+    with context.autocommit_block():
+        if not context.as_sql and _index_exists_invalid(schema, name):
+            op.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {ident(schema)}.{ident(name)}")
+        op.execute(
+            f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {ident(name)} "
+            f"ON {ident(schema)}.{definition}"
+        )
+
+
+def drop_index_concurrently(schema: str, name: str) -> None:
+    """Drop an index without blocking writers, from inside a revision.
+
+    Example:
+        >>> drop_index_concurrently("public", "t_idx")  # doctest: +SKIP
+    """
+    with op.get_context().autocommit_block():
+        op.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {ident(schema)}.{ident(name)}")

@@ -1,0 +1,85 @@
+"""Named SQL statements, loaded once from `sql/queries.sql`.
+
+A block starts with `-- name: NAME` (a statement) or `-- fragment: NAME` (a
+piece other blocks include as `{NAME}`). `{schema}` becomes the quoted schema.
+
+Example:
+    >>> from pgcheckpoint.queries import Queries
+    >>> q = Queries("tenant_a")
+    >>> 'FROM "tenant_a".pgc_checkpoints' in q["thread_heads"]
+    True
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from functools import cache
+
+from psycopg import sql
+
+from .resources import sql_dir
+
+_BLOCK = re.compile(r"^-- (name|fragment): (\w+)\s*$", re.MULTILINE)
+
+
+@cache
+def _blocks() -> tuple[dict[str, str], dict[str, str]]:
+    text = (sql_dir() / "queries.sql").read_text(encoding="utf-8")
+    statements: dict[str, str] = {}
+    fragments: dict[str, str] = {}
+    parts = _BLOCK.split(text)
+    for kind, name, body in zip(parts[1::3], parts[2::3], parts[3::3], strict=True):
+        target = statements if kind == "name" else fragments
+        if name in statements or name in fragments:
+            raise ValueError(f"sql block {name!r} is defined twice in queries.sql")
+        target[name] = body.strip()
+    return statements, fragments
+
+
+def statement_names() -> frozenset[str]:
+    """The names of every statement in `queries.sql`.
+
+    Example:
+        >>> "put_checkpoint" in statement_names()
+        True
+    """
+    return frozenset(_blocks()[0])
+
+
+class Queries(Mapping[str, str]):
+    """The statements rendered for one schema, by name.
+
+    Args:
+        schema: The Postgres schema holding the tables.
+
+    Example:
+        >>> Queries()["schema_revision"].startswith("-- The Alembic")
+        True
+    """
+
+    def __init__(self, schema: str = "public") -> None:
+        statements, fragments = _blocks()
+        schema_sql = sql.Identifier(schema).as_string(None)
+        rendered_fragments = {
+            name: body.replace("{schema}", schema_sql) for name, body in fragments.items()
+        }
+        self.schema = schema
+        self._rendered: dict[str, str] = {}
+        for name, body in statements.items():
+            text = body.replace("{schema}", schema_sql)
+            for frag, frag_body in rendered_fragments.items():
+                text = text.replace("{" + frag + "}", frag_body)
+            self._rendered[name] = text
+
+    def __getitem__(self, name: str) -> str:
+        try:
+            return self._rendered[name]
+        except KeyError:
+            raise KeyError(f"no SQL statement named {name!r} in queries.sql") from None
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self._rendered)
+
+    def __len__(self) -> int:
+        return len(self._rendered)
