@@ -66,12 +66,12 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
 -- writes in `writes_sort_key` order (task_path, task_id, idx).
 SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
        c.type, c.checkpoint, c.channel_versions, c.metadata_type, c.metadata_blob,
-       bl.blob_channels, bl.blob_types, bl.blob_values,
-       wr.write_task_ids, wr.write_channels, wr.write_types, wr.write_values
+       bl.blob_channels, bl.blob_versions, bl.blob_types, bl.blob_values,
+       wr.write_task_ids, wr.write_idxs, wr.write_channels, wr.write_types, wr.write_values
 FROM {schema}.pgc_checkpoints c
 CROSS JOIN LATERAL (
-    SELECT array_agg(b.channel) AS blob_channels, array_agg(b.type) AS blob_types,
-           array_agg(b.blob) AS blob_values
+    SELECT array_agg(b.channel) AS blob_channels, array_agg(b.version) AS blob_versions,
+           array_agg(b.type) AS blob_types, array_agg(b.blob) AS blob_values
     FROM jsonb_each_text(c.channel_versions) AS v(channel, version)
     JOIN {schema}.pgc_blobs b
       ON b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns
@@ -79,6 +79,7 @@ CROSS JOIN LATERAL (
 ) bl
 CROSS JOIN LATERAL (
     SELECT array_agg(w.task_id ORDER BY w.task_path, w.task_id, w.idx) AS write_task_ids,
+           array_agg(w.idx ORDER BY w.task_path, w.task_id, w.idx) AS write_idxs,
            array_agg(w.channel ORDER BY w.task_path, w.task_id, w.idx) AS write_channels,
            array_agg(w.type ORDER BY w.task_path, w.task_id, w.idx) AS write_types,
            array_agg(w.blob ORDER BY w.task_path, w.task_id, w.idx) AS write_values
@@ -293,15 +294,16 @@ WITH RECURSIVE walk(checkpoint_id, parent_checkpoint_id, depth, walking, found, 
     ) s
     WHERE cardinality(w.pending) > 0 AND w.depth < %(max_depth)s
 )
-SELECT 'w' AS kind, w.depth, x.channel, x.task_path, x.task_id, x.idx, x.type, x.blob,
-       NULL::text[] AS found
+SELECT 'w' AS kind, w.depth, w.checkpoint_id, x.channel, NULL::text AS version,
+       x.task_path, x.task_id, x.idx, x.type, x.blob, NULL::text[] AS found
 FROM walk w
 JOIN {schema}.pgc_writes x
   ON x.thread_id = %(thread_id)s AND x.checkpoint_ns = %(checkpoint_ns)s
  AND x.checkpoint_id = w.checkpoint_id AND x.channel = ANY(w.walking)
 WHERE w.depth > 0
 UNION ALL
-SELECT 's', w.depth, b.channel, NULL, NULL, NULL, b.type, b.blob, NULL
+SELECT 's', w.depth, w.checkpoint_id, b.channel, b.version, NULL, NULL, NULL,
+       b.type, b.blob, NULL
 FROM walk w
 JOIN {schema}.pgc_checkpoints p
   ON p.thread_id = %(thread_id)s AND p.checkpoint_ns = %(checkpoint_ns)s
@@ -312,7 +314,8 @@ JOIN {schema}.pgc_blobs b
  AND NOT (b.channel = ANY(p.inline_channels))
 WHERE w.depth > 0
 UNION ALL
-SELECT 'i', w.depth, NULL, NULL, NULL, NULL, p.type, p.checkpoint, w.found
+SELECT 'i', w.depth, w.checkpoint_id, NULL, NULL, NULL, NULL, NULL,
+       p.type, p.checkpoint, w.found
 FROM walk w
 JOIN {schema}.pgc_checkpoints p
   ON p.thread_id = %(thread_id)s AND p.checkpoint_ns = %(checkpoint_ns)s

@@ -19,7 +19,7 @@ import random
 import threading
 from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast, runtime_checkable
 
 import zstandard
 from langchain_core.runnables import RunnableConfig
@@ -36,12 +36,13 @@ from langgraph.checkpoint.base import (
     get_serializable_checkpoint_metadata,
     writes_sort_key,
 )
+from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from psycopg.types.json import Jsonb
 
 from .errors import InvalidInputError
 
-__all__ = ["Op", "SaverCore", "Stmt"]
+__all__ = ["Op", "SaverCore", "Sealer", "Stmt", "binding"]
 
 T = TypeVar("T")
 Row = dict[str, Any]
@@ -76,8 +77,46 @@ MAX_CHAIN_DEPTH = 1_000_000
 _MAX_ID_BYTES = {"thread_id": 1024, "checkpoint_ns": 1024}
 _MAX_OTHER_ID_BYTES = 255
 _COMPRESS_SUFFIX = "+zstd"
+# Metadata keys maintenance reads in SQL: which DeltaChannels a thread has.
+_STRUCTURAL_KEYS = frozenset({"counters_since_delta_snapshot"})
 _INLINE_TYPES = (str, int, float, bool)
 _zstd = threading.local()
+
+
+@runtime_checkable
+class Sealer(Protocol):
+    """A serializer that encrypts, bound to where each value is stored.
+
+    The core serialises with `inner`, compresses, then calls `seal` with the
+    value's binding (see `binding`) as authenticated data; reading calls
+    `unseal`, which returns the type left once the cipher's part is removed.
+
+    Example:
+        >>> isinstance(object(), Sealer)
+        False
+    """
+
+    inner: SerializerProtocol
+
+    def seal(self, data: bytes, aad: bytes) -> tuple[str, bytes]: ...
+
+    def unseal(self, type_: str, data: bytes, aad: bytes) -> tuple[str, bytes]: ...
+
+
+def binding(kind: str, *parts: str | int) -> bytes:
+    """Where a stored value belongs, as bytes an encrypting serializer authenticates.
+
+    Each part is length-prefixed, so no two locations share a binding.
+
+    Example:
+        >>> binding("blob", "t1", "", "messages", "v1")[:4]
+        b'blob'
+    """
+    out = [kind.encode("ascii")]
+    for part in parts:
+        raw = str(part).encode("utf-8", "surrogatepass")
+        out.append(len(raw).to_bytes(4, "big") + raw)
+    return b"".join(out)
 
 
 def _compressor() -> zstandard.ZstdCompressor:
@@ -233,21 +272,32 @@ class SaverCore(BaseCheckpointSaver[str]):
 
     # -- values -----------------------------------------------------------------
 
-    def dump_value(self, value: Any) -> tuple[str, bytes]:
-        """Serialise one value, compressed when that pays."""
-        type_, data = self.serde.dumps_typed(value)
+    def dump_value(self, value: Any, aad: bytes) -> tuple[str, bytes]:
+        """Serialise one value: compressed when that pays, sealed when encrypting.
+
+        `aad` is the value's `binding`; an encrypting serializer authenticates it.
+        """
+        sealer = self.serde if isinstance(self.serde, Sealer) else None
+        type_, data = (sealer.inner if sealer else self.serde).dumps_typed(value)
         if len(data) >= self.compress_min_bytes and "+" not in type_:
             packed = _compressor().compress(data)
             if len(packed) < len(data):
-                return type_ + _COMPRESS_SUFFIX, packed
+                type_, data = type_ + _COMPRESS_SUFFIX, packed
+        if sealer is not None:
+            suffix, data = sealer.seal(data, aad)
+            type_ = f"{type_}+{suffix}"
         return type_, data
 
-    def load_value(self, type_: str, data: bytes | None) -> Any:
+    def load_value(self, type_: str, data: bytes | None, aad: bytes) -> Any:
         """The inverse of `dump_value`."""
+        serde = self.serde
+        if isinstance(serde, Sealer):
+            type_, data = serde.unseal(type_, data or b"", aad)
+            serde = serde.inner
         if type_.endswith(_COMPRESS_SUFFIX) and data is not None:
             type_ = type_[: -len(_COMPRESS_SUFFIX)]
             data = _decompressor().decompress(data)
-        return self.serde.loads_typed((type_, data))  # type: ignore[arg-type]
+        return serde.loads_typed((type_, data))  # type: ignore[arg-type]
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         """The next channel version: a zero-padded counter and a random tail.
@@ -266,6 +316,17 @@ class SaverCore(BaseCheckpointSaver[str]):
         else:
             number = int(str(current).split(".", 1)[0])
         return f"{number + 1:032}.{random.random():016}"
+
+    def metadata_projection(self, metadata: Mapping[str, Any]) -> Any:
+        """The part of the metadata stored as JSONB, which `list(filter=...)` searches.
+
+        All of it by default. An encrypting serializer may name the keys that
+        stay readable (`filterable_metadata`); the rest is only in the sealed copy.
+        """
+        keys = getattr(self.serde, "filterable_metadata", None)
+        if keys is not None:
+            metadata = {k: v for k, v in metadata.items() if k in keys or k in _STRUCTURAL_KEYS}
+        return json_projection(metadata)[0]
 
     # -- operations ---------------------------------------------------------------
 
@@ -296,17 +357,19 @@ class SaverCore(BaseCheckpointSaver[str]):
             ):
                 inline[channel] = value
             elif channel in new_versions:
-                check_id("channel", channel)
-                type_, data = self.dump_value(value)
+                version = str(new_versions[channel])
+                aad = binding("blob", thread_id, checkpoint_ns, check_id("channel", channel), version)
+                type_, data = self.dump_value(value, aad)
                 blob_channels.append(channel)
-                blob_versions.append(str(new_versions[channel]))
+                blob_versions.append(version)
                 blob_types.append(type_)
                 blob_values.append(data)
         record["channel_values"] = inline
-        type_, data = self.dump_value(record)
+        where = (thread_id, checkpoint_ns, checkpoint_id)
+        type_, data = self.dump_value(record, binding("checkpoint", *where))
         full_metadata = get_serializable_checkpoint_metadata(config, metadata)
-        projection, _ = json_projection(full_metadata)
-        metadata_type, metadata_blob = self.dump_value(full_metadata)
+        projection = self.metadata_projection(full_metadata)
+        metadata_type, metadata_blob = self.dump_value(full_metadata, binding("metadata", *where))
         run_id = full_metadata.get("run_id")
         yield Stmt(
             "put_checkpoint",
@@ -354,10 +417,12 @@ class SaverCore(BaseCheckpointSaver[str]):
         if not writes:
             return
         idxs, channels, types, blobs = [], [], [], []
-        for idx, (channel, value) in enumerate(writes):
+        for position, (channel, value) in enumerate(writes):
             channels.append(check_id("channel", channel))
-            idxs.append(WRITES_IDX_MAP.get(channel, idx))
-            type_, data = self.dump_value(value)
+            idx = WRITES_IDX_MAP.get(channel, position)
+            idxs.append(idx)
+            aad = binding("write", thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
+            type_, data = self.dump_value(value, aad)
             types.append(type_)
             blobs.append(data)
         special = all(channel in WRITES_IDX_MAP for channel, _ in writes)
@@ -521,7 +586,7 @@ class SaverCore(BaseCheckpointSaver[str]):
             },
             fetch=True,
         )
-        return self._assemble_delta_history(channels, rows)
+        return self._assemble_delta_history(thread_id, checkpoint_ns, channels, rows)
 
     # -- helpers ------------------------------------------------------------------
 
@@ -561,7 +626,7 @@ class SaverCore(BaseCheckpointSaver[str]):
         )
 
     def _assemble_delta_history(
-        self, channels: Sequence[str], rows: Sequence[Row]
+        self, thread_id: str, ns: str, channels: Sequence[str], rows: Sequence[Row]
     ) -> dict[str, DeltaChannelHistory]:
         writes: dict[str, list[tuple[int, tuple[str, str, int], PendingWrite]]] = {
             ch: [] for ch in channels
@@ -571,7 +636,10 @@ class SaverCore(BaseCheckpointSaver[str]):
         for row in rows:
             kind = row["kind"]
             if kind == "w":
-                value = self.load_value(row["type"], row["blob"])
+                aad = binding(
+                    "write", thread_id, ns, row["checkpoint_id"], row["task_id"], row["idx"]
+                )
+                value = self.load_value(row["type"], row["blob"], aad)
                 writes[row["channel"]].append(
                     (
                         row["depth"],
@@ -581,11 +649,13 @@ class SaverCore(BaseCheckpointSaver[str]):
                 )
             elif kind == "s":
                 if row["type"] != "empty":
-                    seeds[row["channel"]] = self.load_value(row["type"], row["blob"])
+                    aad = binding("blob", thread_id, ns, row["channel"], row["version"])
+                    seeds[row["channel"]] = self.load_value(row["type"], row["blob"], aad)
             elif kind == "i":
                 inline_rows.append(row)
         for row in inline_rows:
-            values = self.load_value(row["type"], row["checkpoint"])["channel_values"]
+            aad = binding("checkpoint", thread_id, ns, row["checkpoint_id"])
+            values = self.load_value(row["type"], row["checkpoint"], aad)["channel_values"]
             for ch in row["found"]:
                 if ch not in seeds and ch in values:
                     seeds[ch] = values[ch]
@@ -601,40 +671,56 @@ class SaverCore(BaseCheckpointSaver[str]):
 
     def load_tuple(self, row: Row) -> CheckpointTuple:
         """Decode one row of `checkpoint_tuple_from` into a `CheckpointTuple`."""
-        record = self.load_value(row["type"], row["checkpoint"])
+        thread_id, ns, checkpoint_id = _key(row)
+        record = self.load_value(
+            row["type"], row["checkpoint"], binding("checkpoint", thread_id, ns, checkpoint_id)
+        )
         values = dict(record.get("channel_values") or {})
-        for channel, type_, data in zip(
-            row["blob_channels"] or (), row["blob_types"] or (), row["blob_values"] or (),
+        for channel, version, type_, data in zip(
+            row["blob_channels"] or (),
+            row["blob_versions"] or (),
+            row["blob_types"] or (),
+            row["blob_values"] or (),
             strict=True,
         ):
             if type_ != "empty":
-                values[channel] = self.load_value(type_, data)
+                aad = binding("blob", thread_id, ns, channel, version)
+                values[channel] = self.load_value(type_, data, aad)
         record["channel_values"] = values
         record["channel_versions"] = dict(row["channel_versions"] or {})
-        thread_id, ns = row["thread_id"], row["checkpoint_ns"]
         pending = [
-            (task_id, channel, self.load_value(type_, data))
-            for task_id, channel, type_, data in zip(
+            (
+                task_id,
+                channel,
+                self.load_value(
+                    type_, data, binding("write", thread_id, ns, checkpoint_id, task_id, idx)
+                ),
+            )
+            for task_id, idx, channel, type_, data in zip(
                 row["write_task_ids"] or (),
+                row["write_idxs"] or (),
                 row["write_channels"] or (),
                 row["write_types"] or (),
                 row["write_values"] or (),
                 strict=True,
             )
         ]
+        metadata = self.load_value(
+            row["metadata_type"],
+            row["metadata_blob"],
+            binding("metadata", thread_id, ns, checkpoint_id),
+        )
         parent = row["parent_checkpoint_id"]
         return CheckpointTuple(
             config={
                 "configurable": {
                     "thread_id": thread_id,
                     "checkpoint_ns": ns,
-                    "checkpoint_id": row["checkpoint_id"],
+                    "checkpoint_id": checkpoint_id,
                 }
             },
             checkpoint=cast(Checkpoint, record),
-            metadata=cast(
-                CheckpointMetadata, self.load_value(row["metadata_type"], row["metadata_blob"])
-            ),
+            metadata=cast(CheckpointMetadata, metadata),
             parent_config={
                 "configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": parent}
             }
