@@ -655,7 +655,7 @@ class SaverCore(BaseCheckpointSaver[str]):
                 inline_rows.append(row)
         for row in inline_rows:
             aad = binding("checkpoint", thread_id, ns, row["checkpoint_id"])
-            values = self.load_value(row["type"], row["checkpoint"], aad)["channel_values"]
+            values = self.load_value(row["type"], row["blob"], aad)["channel_values"]
             for ch in row["found"]:
                 if ch not in seeds and ch in values:
                     seeds[ch] = values[ch]

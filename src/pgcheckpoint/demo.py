@@ -1,0 +1,92 @@
+"""`make demo`: a graph that stops for approval, then resumes from Postgres.
+
+Runs against `PGCHECKPOINT_DSN` when set, else an embedded PostgreSQL (the
+`pgserver` package) kept in `.pgcheckpoint/pgdata`.
+
+Example:
+    $ python -m pgcheckpoint.demo
+"""
+
+
+import os
+import sys
+import uuid
+from typing import Annotated, Any, TypedDict
+
+
+def main() -> int:
+    """Run the demo and print each step.
+
+    Example:
+        >>> main()  # doctest: +SKIP
+        0
+    """
+    try:
+        from langgraph.graph import END, START, StateGraph
+        from langgraph.graph.message import add_messages
+        from langgraph.types import Command, interrupt
+    except ImportError:
+        print("the demo needs langgraph: pip install 'pgcheckpoint[test]'", file=sys.stderr)
+        return 2
+
+    from pgcheckpoint import PostgresSaver
+
+    dsn = os.environ.get("PGCHECKPOINT_DSN")
+    if dsn:
+        print(f"database: PGCHECKPOINT_DSN ({dsn.split('@')[-1]})")
+    else:
+        from pgcheckpoint.embedded import embedded_dsn
+
+        print("database: embedded PostgreSQL in .pgcheckpoint/pgdata (set PGCHECKPOINT_DSN to use yours)")
+        dsn = embedded_dsn()
+
+    class State(TypedDict):
+        messages: Annotated[list[Any], add_messages]
+        refund: int
+
+    def plan(state: State) -> dict[str, Any]:
+        print("  [plan]    agent proposes a refund of 40 EUR")
+        return {"messages": [("ai", "I propose a refund of 40 EUR.")], "refund": 40}
+
+    def approve(state: State) -> dict[str, Any]:
+        decision = interrupt({"question": f"approve a refund of {state['refund']} EUR?"})
+        print(f"  [approve] human said {decision!r}")
+        return {"messages": [("human", f"decision: {decision}")]}
+
+    def execute(state: State) -> dict[str, Any]:
+        print(f"  [execute] refund of {state['refund']} EUR paid")
+        return {"messages": [("ai", "Refund paid.")]}
+
+    builder = StateGraph(State)
+    builder.add_node("plan", plan)
+    builder.add_node("approve", approve)
+    builder.add_node("execute", execute)
+    builder.add_edge(START, "plan")
+    builder.add_edge("plan", "approve")
+    builder.add_edge("approve", "execute")
+    builder.add_edge("execute", END)
+
+    config: Any = {"configurable": {"thread_id": f"demo-{uuid.uuid4().hex[:8]}"}}
+    with PostgresSaver.from_conn_string(dsn) as saver:
+        saver.setup()
+        print("schema: migrated to the newest revision")
+        graph = builder.compile(checkpointer=saver)
+        print(f"run 1, thread {config['configurable']['thread_id']!r}:")
+        result = graph.invoke({"messages": [("human", "my parcel never arrived")]}, config)
+        question = result["__interrupt__"][0].value["question"]
+        print(f"  paused: {question}  (next: {graph.get_state(config).next})")
+
+    # A new saver and graph, as another process would have after a restart.
+    with PostgresSaver.from_conn_string(dsn) as saver:
+        graph = builder.compile(checkpointer=saver)
+        print("run 2, resuming from the saved checkpoint with 'yes':")
+        result = graph.invoke(Command(resume="yes"), config)
+        history = list(graph.get_state_history(config))
+        print(f"  finished with {len(result['messages'])} messages; {len(history)} checkpoints saved")
+        saver.delete_thread(config["configurable"]["thread_id"])
+        print("  demo thread deleted")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
