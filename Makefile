@@ -1,0 +1,43 @@
+# `make test` works from a clean clone: it creates .venv, builds the wheel and
+# installs it (not editable), so the tests import pgcheckpoint from site-packages
+# exactly as users get it, with the migrations and SQL the wheel carries.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PYTEST_ARGS ?=
+
+.PHONY: venv install test lint bench demo schema-sql
+
+venv: $(BIN)/python
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --upgrade pip
+
+install: venv
+	rm -f dist/pgcheckpoint-*.whl
+	$(BIN)/pip wheel --no-deps -w dist .
+	$(BIN)/pip uninstall --yes --quiet pgcheckpoint
+	$(BIN)/pip install "$$(ls dist/pgcheckpoint-*.whl)[test,lint]"
+	$(BIN)/python -c 'import sys, pgcheckpoint.embedded as m; \
+	sys.exit(None if "site-packages" in m.__file__ else f"pgcheckpoint imports from {m.__file__}")'
+
+# pytest's exit code stands, so a run that collects no test (5) fails too
+test: install
+	$(BIN)/pytest -n 2 $(PYTEST_ARGS) tests
+
+lint: install
+	$(BIN)/ruff check src tests migrations
+	$(BIN)/mypy src/pgcheckpoint
+
+# sql/schema.sql is rendered from the Alembic revisions (on the server of
+# $PGCHECKPOINT_TEST_DSN, else local); CI fails when it is stale
+schema-sql: install
+	$(BIN)/python tests/migrations/render_schema.py
+
+bench: install
+	$(BIN)/python tests/bench/run.py
+
+demo: install
+	$(BIN)/python -m pgcheckpoint.demo

@@ -1,0 +1,92 @@
+"""A PostgreSQL server embedded in the project, for tests and demos.
+
+The server comes from the `pgserver` package (the `embedded` extra). It listens
+on a Unix socket inside its data directory only, and stops when the last process
+that asked for it exits.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+import warnings
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from psycopg.conninfo import make_conninfo
+
+__all__ = ["embedded_dsn"]
+
+_HANDLE_FILE = ".handle_pids.json"
+
+
+def embedded_dsn(data_dir: Path | None = None) -> str:
+    """Start (or reuse) an embedded PostgreSQL server and return a DSN for it.
+
+    The first call on a new data directory runs `initdb` (1 to 2 s); later
+    calls reuse the running server. Run as root, `pgserver` creates a `pgserver`
+    OS user to own the data directory and adds read/search permission for
+    everyone on each of its parents, which is why the default lives inside the
+    project rather than the home directory.
+
+    Args:
+        data_dir: Where the cluster lives; its parents are created if missing.
+            Defaults to `.pgcheckpoint/pgdata` under the current directory.
+
+    Returns:
+        A libpq conninfo string for the `postgres` database, as user `postgres`.
+
+    Raises:
+        ImportError: `pgserver` is not installed, or has no wheel for this platform.
+
+    Example:
+        >>> import psycopg
+        >>> from pgcheckpoint.embedded import embedded_dsn
+        >>> with psycopg.connect(embedded_dsn()) as conn:
+        ...     conn.execute("SELECT 1").fetchone()
+        (1,)
+    """
+    pgserver = _import_pgserver()
+    pgdata = (data_dir or Path.cwd() / ".pgcheckpoint" / "pgdata").expanduser().resolve()
+    pgdata.parent.mkdir(parents=True, exist_ok=True)
+    _forget_dead_handles(pgdata, pgserver.PostgresServer._lock)
+    info = pgserver.get_server(pgdata).get_postmaster_info()
+    host = str(info.socket_dir) if info.socket_dir is not None else info.hostname
+    return make_conninfo("", host=host, port=info.port, user="postgres", dbname="postgres")
+
+
+def _import_pgserver() -> ModuleType:
+    if sys.platform == "linux" and platform.machine() != "x86_64":
+        raise ImportError(
+            f"pgserver ships no wheel for linux {platform.machine()!r}: install PostgreSQL"
+            " (e.g. 'apt-get install postgresql') and pass its DSN instead"
+            " (for the tests, set PGCHECKPOINT_TEST_DSN)"
+        )
+    try:
+        with warnings.catch_warnings():
+            # platformdirs warns at import time when XDG_RUNTIME_DIR is unset (root, CI)
+            warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR")
+            import pgserver
+    except ImportError as exc:
+        raise ImportError(
+            "the embedded server needs the 'pgserver' package:"
+            " run \"pip install 'pgcheckpoint[embedded]'\""
+        ) from exc
+    return pgserver
+
+
+def _forget_dead_handles(pgdata: Path, lock: Any) -> None:
+    # pgserver stops the server when the last pid in this file exits; a pid left by a
+    # killed process would keep it running forever, so drop pids that no longer exist.
+    import psutil
+
+    handles = pgdata / _HANDLE_FILE
+    with lock:
+        if not handles.exists():
+            return
+        pids = json.loads(handles.read_text())
+        alive = [pid for pid in pids if psutil.pid_exists(pid)]
+        if alive != pids:
+            handles.write_text(json.dumps(alive))
