@@ -1,0 +1,176 @@
+"""Append-only lists stored as deltas, decided and rebuilt without I/O.
+
+LangGraph hands the saver the whole `messages` list at every super-step. When
+the serialised new list starts with the serialised list stored at an earlier
+version of the same channel, only the new items are stored, with a reference
+to that version (`base_version`); every `full_every` versions, or whenever the
+list is not a pure extension, the full list is stored.
+
+The comparison is on serialised bytes (msgpack), not on Python objects, so an
+item changed in place is never mistaken for an unchanged one. A msgpack array
+is a header (its length) followed by its items, so the items of a stored delta
+are exactly the tail of the new list's bytes, and rebuilding a value is joining
+bytes: no item is decoded twice.
+
+Example:
+    >>> from pgcheckpoint.appends import AppendCache, join_arrays
+    >>> import ormsgpack
+    >>> cache = AppendCache()
+    >>> old, new = ["x" * 300], ["x" * 300, "y"]
+    >>> cache.remember(("t", "", "m"), "v1", ormsgpack.packb(old), chain=0)
+    >>> plan = cache.plan(("t", "", "m"), "v2", ormsgpack.packb(new), full_every=32)
+    >>> plan.base_version, ormsgpack.unpackb(plan.payload)
+    ('v1', ['y'])
+    >>> ormsgpack.unpackb(join_arrays([ormsgpack.packb(old), plan.payload])) == new
+    True
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+__all__ = ["AppendCache", "AppendPlan", "array_header", "join_arrays"]
+
+Key = tuple[str, str, str]
+
+# Below this many bytes of earlier items a delta saves too little to be worth a chain.
+MIN_BASE_BYTES = 256
+
+
+def array_header(data: bytes) -> tuple[int, int] | None:
+    """(item count, header length) of a msgpack array, or None if not an array.
+
+    Example:
+        >>> array_header(bytes([0x92, 1, 2]))
+        (2, 1)
+    """
+    if not data:
+        return None
+    first = data[0]
+    if 0x90 <= first <= 0x9F:
+        return first & 0x0F, 1
+    if first == 0xDC and len(data) >= 3:
+        return int.from_bytes(data[1:3], "big"), 3
+    if first == 0xDD and len(data) >= 5:
+        return int.from_bytes(data[1:5], "big"), 5
+    return None
+
+
+def array_prefix(count: int) -> bytes:
+    """The msgpack header of an array of `count` items.
+
+    Example:
+        >>> array_prefix(3)
+        b'\\x93'
+    """
+    if count < 16:
+        return bytes([0x90 | count])
+    if count < 1 << 16:
+        return b"\xdc" + count.to_bytes(2, "big")
+    return b"\xdd" + count.to_bytes(4, "big")
+
+
+def join_arrays(pieces: list[bytes]) -> bytes:
+    """One msgpack array holding the items of each array in `pieces`, in order.
+
+    Example:
+        >>> join_arrays([bytes([0x91, 1]), bytes([0x91, 2])])
+        b'\\x92\\x01\\x02'
+    """
+    count = 0
+    bodies = []
+    for piece in pieces:
+        header = array_header(piece)
+        if header is None:
+            raise ValueError("a stored delta is not a msgpack array; the row is corrupt")
+        count += header[0]
+        bodies.append(memoryview(piece)[header[1] :])
+    return array_prefix(count) + b"".join(bodies)
+
+
+@dataclass(frozen=True, slots=True)
+class AppendPlan:
+    """Store `payload` (the new items) as a delta on `base_version`."""
+
+    base_version: str
+    payload: bytes
+    chain: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    version: str
+    count: int
+    body: bytes
+    chain: int
+
+
+class AppendCache:
+    """The last stored serialised list per (thread, namespace, channel), bounded.
+
+    Filled by what the saver writes and reads; a new process starts empty and
+    learns a thread's lists when LangGraph loads its latest checkpoint.
+
+    Args:
+        max_bytes: Memory budget; the least recently used lists go first.
+
+    Example:
+        >>> AppendCache(max_bytes=1024).plan(("t", "", "m"), "v1", b"\\x90", full_every=32)
+    """
+
+    def __init__(self, max_bytes: int = 64 * 1024 * 1024) -> None:
+        self.max_bytes = max_bytes
+        self._entries: OrderedDict[Key, _Entry] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def plan(self, key: Key, version: str, data: bytes, *, full_every: int) -> AppendPlan | None:
+        """A delta for `data` (a serialised list) at `version`, or None to store it whole."""
+        header = array_header(data)
+        if header is None:
+            return None
+        with self._lock:
+            entry = self._entries.get(key)
+        if (
+            entry is None
+            or entry.version == version
+            or entry.chain + 1 >= full_every
+            or len(entry.body) < MIN_BASE_BYTES
+            or entry.count > header[0]
+        ):
+            return None
+        body = memoryview(data)[header[1] :]
+        if body[: len(entry.body)] != entry.body:
+            return None
+        tail = body[len(entry.body) :]
+        return AppendPlan(
+            base_version=entry.version,
+            payload=array_prefix(header[0] - entry.count) + bytes(tail),
+            chain=entry.chain + 1,
+        )
+
+    def remember(self, key: Key, version: str, data: bytes, *, chain: int) -> None:
+        """Record that `data` (a serialised list) is stored at `version`."""
+        header = array_header(data)
+        if header is None:
+            return
+        entry = _Entry(version, header[0], bytes(memoryview(data)[header[1] :]), chain)
+        if len(entry.body) > self.max_bytes:
+            return
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._bytes -= len(old.body)
+            self._entries[key] = entry
+            self._bytes += len(entry.body)
+            while self._bytes > self.max_bytes and self._entries:
+                _, evicted = self._entries.popitem(last=False)
+                self._bytes -= len(evicted.body)
+
+    def forget_thread(self, thread_id: str) -> None:
+        """Drop what is cached for a thread (it was deleted or pruned)."""
+        with self._lock:
+            for key in [k for k in self._entries if k[0] == thread_id]:
+                self._bytes -= len(self._entries.pop(key).body)
