@@ -1,0 +1,144 @@
+"""`pgcheckpoint rotate-key`: re-encrypt every stored value under the active key.
+
+Keys come from the environment, as the application reads them
+(`EncryptedSerde.from_env()`): `PGCHECKPOINT_AES_KEYS=k2:<new>,k1:<old>` makes
+`k2` the active key and lets `k1` still decrypt. Run it while the application
+keeps running; once it reports no value left under another key, remove the old
+key. Interrupted, it resumes where it stopped when run again.
+
+Example:
+    $ export PGCHECKPOINT_AES_KEYS="k2:$NEW_KEY,k1:$OLD_KEY"
+    $ pgcheckpoint rotate-key --dry-run
+    $ pgcheckpoint rotate-key --batch-size 1000
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from . import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, add_command, resolve_dsn, resolve_schema
+
+DEFAULT_BATCH_SIZE = 500
+
+
+def register(subparsers: Any) -> None:
+    """Add the `rotate-key` command."""
+    p = add_command(
+        subparsers,
+        "rotate-key",
+        help="re-encrypt every stored value under the active key",
+        description=(
+            "Re-encrypt every stored value that is not under the active key (the first of "
+            "PGCHECKPOINT_AES_KEYS), in batches, while the application keeps running. "
+            "Run it again after an interruption to resume."
+        ),
+    )
+    p.add_argument("--dry-run", action="store_true", help="only count the stored values per key id")
+    p.add_argument(
+        "--batch-size",
+        type=_positive_int,
+        default=DEFAULT_BATCH_SIZE,
+        metavar="N",
+        help=f"rows re-encrypted per round trip (default: {DEFAULT_BATCH_SIZE})",
+    )
+    p.add_argument(
+        "--allow-plaintext",
+        action="store_true",
+        help="also encrypt values stored without encryption (migrating a database)",
+    )
+    p.add_argument(
+        "--filterable-metadata",
+        metavar="KEYS",
+        default="source,step",
+        help=(
+            "comma-separated metadata keys the application keeps readable; applied to "
+            "rows written without encryption (default: source,step)"
+        ),
+    )
+    p.set_defaults(handler=rotate_key_command)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def rotate_key_command(args: argparse.Namespace) -> int:
+    """Run `pgcheckpoint rotate-key`."""
+    from ..crypto import EncryptedSerde
+    from ..errors import InvalidInputError
+    from ..rotation import VALUE_KINDS, rotate_key
+    from .progress import Progress
+
+    dsn = resolve_dsn(args)
+    schema = resolve_schema(args)
+    filterable = [k.strip() for k in args.filterable_metadata.split(",") if k.strip()]
+    try:
+        serde = EncryptedSerde.from_env(
+            filterable_metadata=filterable, allow_plaintext=args.allow_plaintext
+        )
+    except InvalidInputError as exc:
+        raise CliError(str(exc), exit_code=EXIT_USAGE) from None
+
+    if args.dry_run:
+        report = rotate_key(dsn, serde, schema=schema, dry_run=True)
+        _print_counts(report.counts, serde.active, VALUE_KINDS)
+        print(f"{report.to_rotate} values to re-encrypt under key {serde.active!r}")
+        return EXIT_OK
+
+    progress = Progress(f"re-encrypting under key {serde.active!r}", total=None)
+
+    def advance(done: int, total: int) -> None:
+        progress.total = total
+        progress.advance(done - progress.done)
+
+    with progress:
+        report = rotate_key(dsn, serde, schema=schema, batch_size=args.batch_size, progress=advance)
+    line = f"re-encrypted {report.rotated} values under key {serde.active!r}"
+    if report.skipped:
+        line += (
+            f"; {report.skipped} rows the application saved again meanwhile were left "
+            "as it saved them"
+        )
+    print(line)
+    remaining = report.remaining or {}
+    if remaining:
+        listed = ", ".join(f"{label}: {n}" for label, n in sorted(remaining.items()))
+        print(
+            f"{sum(remaining.values())} values are still not under key {serde.active!r} "
+            f"({listed}): make sure every writer has key {serde.active!r} first in "
+            "PGCHECKPOINT_AES_KEYS, then run `pgcheckpoint rotate-key` again",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    others = [k for k in serde.key_ids if k != serde.active]
+    if others:
+        print(
+            f"no value is left under another key: keys {others!r} can be removed from "
+            "PGCHECKPOINT_AES_KEYS"
+        )
+    return EXIT_OK
+
+
+def _print_counts(counts: dict[str, dict[str, int]], active: str, kinds: tuple[str, ...]) -> None:
+    header = ["key", *kinds, "total"]
+    rows = []
+    for label in sorted(counts, key=lambda k: (k != active, k)):
+        per_kind = counts[label]
+        name = f"{label} (active)" if label == active else label
+        rows.append([name, *(str(per_kind.get(k, 0)) for k in kinds), str(sum(per_kind.values()))])
+    if not rows:
+        print("no stored values")
+        return
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        cells = [row[0].ljust(widths[0])]
+        cells += [cell.rjust(w) for cell, w in zip(row[1:], widths[1:], strict=True)]
+        print("  ".join(cells))

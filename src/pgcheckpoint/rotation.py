@@ -1,0 +1,267 @@
+"""Key rotation: re-encrypt every stored value that is not under the active key.
+
+The work is written as I/O-free operations (see `pgcheckpoint.core`), run by
+`rotate_key` over one connection. Each page of rows is read, re-encrypted in
+the client with the same row binding, and written back by one `UPDATE` that
+only touches a row still holding what was read, so the application can keep
+running: a value it saves meanwhile is left as it saved it. Only rows not yet
+under the active key are selected, so an interrupted run resumes where it
+stopped when started again.
+
+Example:
+    >>> from pgcheckpoint.rotation import rotate_key
+    >>> report = rotate_key("postgresql://postgres@127.0.0.1/app")  # doctest: +SKIP
+    >>> report.remaining  # doctest: +SKIP
+    {}
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from psycopg import Connection
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool
+
+from .core import Op, Row, SaverCore, Stmt, binding, seal_value, unseal_value
+from .crypto import LANGGRAPH_EAX_LABEL, PLAINTEXT_LABEL, EncryptedSerde, cipher_label
+from .errors import InvalidInputError
+
+__all__ = ["VALUE_KINDS", "RotationReport", "rotate_key"]
+
+# The kinds of stored values, as `count_values_by_cipher` names them.
+VALUE_KINDS = ("checkpoints", "metadata", "blobs", "writes")
+# Tables in the order they are rotated, with their primary key columns.
+_TABLE_KEYS: dict[str, tuple[str, ...]] = {
+    "checkpoints": ("thread_id", "checkpoint_ns", "checkpoint_id"),
+    "blobs": ("thread_id", "checkpoint_ns", "channel", "version"),
+    "writes": ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx"),
+}
+DEFAULT_BATCH_SIZE = 500
+_UNSEALED_LABELS = (PLAINTEXT_LABEL, LANGGRAPH_EAX_LABEL)
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class RotationReport:
+    """What a rotation found and did.
+
+    Attributes:
+        active: The key id values are re-encrypted under.
+        counts: Stored values per key label (a key id, `(plaintext)` or
+            `(langgraph-eax)`) and kind (`checkpoints`, `metadata`, `blobs`,
+            `writes`), before the run.
+        to_rotate: Values that were not under the active key before the run.
+        rotated: Values re-encrypted.
+        skipped: Rows the application saved again while they were being
+            re-encrypted; left as it saved them.
+        remaining: Values still not under the active key after the run, per key
+            label (empty when the old keys can be removed); `None` on a dry run.
+
+    Example:
+        >>> RotationReport(active="k2").rotated
+        0
+    """
+
+    active: str
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    to_rotate: int = 0
+    rotated: int = 0
+    skipped: int = 0
+    remaining: dict[str, int] | None = None
+
+
+def value_counts_op() -> Op[dict[str, dict[str, int]]]:
+    """Stored values per key label and kind.
+
+    Example:
+        >>> next(value_counts_op()).name
+        'count_values_by_cipher'
+    """
+    rows = yield Stmt("count_values_by_cipher", fetch=True)
+    counts: dict[str, dict[str, int]] = {}
+    for row in rows:
+        label = cipher_label(None if row["cipher"] is None else "+" + row["cipher"])
+        per_kind = counts.setdefault(label, dict.fromkeys(VALUE_KINDS, 0))
+        per_kind[row["kind"]] += int(row["n"])
+    return counts
+
+
+def not_active(counts: dict[str, dict[str, int]], active: str) -> dict[str, int]:
+    """Values per key label that are not under `active`.
+
+    Example:
+        >>> not_active({"k1": {"blobs": 2}, "k2": {"blobs": 1}}, "k2")
+        {'k1': 2}
+    """
+    totals = {label: sum(per_kind.values()) for label, per_kind in counts.items()}
+    return {label: n for label, n in totals.items() if label != active and n > 0}
+
+
+def rotate_page_op(
+    core: SaverCore, table: str, after: Row | None, limit: int
+) -> Op[tuple[int, int, Row | None]]:
+    """Re-encrypt one page of `table` under the active key.
+
+    Returns the values re-encrypted, the rows skipped because the application
+    changed them meanwhile, and the row to continue after (`None` once the
+    table is done).
+
+    Example:
+        >>> op = rotate_page_op(SaverCore(serde=serde), "blobs", None, 100)  # doctest: +SKIP
+    """
+    serde = core.serde
+    if not isinstance(serde, EncryptedSerde):
+        raise InvalidInputError("key rotation needs the saver's serde to be an EncryptedSerde")
+    key_columns = _TABLE_KEYS[table]
+    params: dict[str, Any] = {"suffix": serde.active_suffix, "limit": limit}
+    params.update({f"after_{c}": None if after is None else after[c] for c in key_columns})
+    rows = yield Stmt(f"rotation_{table}_page", params, fetch=True)
+    if not rows:
+        return 0, 0, None
+
+    def reseal(kind: str, type_: str, data: bytes, *where: str | int) -> tuple[str, bytes, int]:
+        if type_.endswith(serde.active_suffix):
+            return type_, data, 0
+        aad = binding(kind, *where)
+        inner, plain = unseal_value(serde, type_, data, aad)
+        return (*seal_value(serde, inner, plain, aad), 1)
+
+    update: dict[str, list[Any]] = {c: [r[c] for r in rows] for c in key_columns}
+    resealed: dict[tuple[Any, ...], int] = {}
+    values: list[Any]
+    if table == "checkpoints":
+        columns: tuple[str, ...] = (
+            "old_type",
+            "old_digest",
+            "old_metadata_type",
+            "old_metadata_digest",
+            "type",
+            "checkpoint",
+            "metadata_type",
+            "metadata_blob",
+            "metadata",
+        )
+        update.update({c: [] for c in columns})
+        for row in rows:
+            where = (row["thread_id"], row["checkpoint_ns"], row["checkpoint_id"])
+            type_, data, n1 = reseal("checkpoint", row["type"], row["checkpoint"], *where)
+            mtype, mdata, n2 = reseal(
+                "metadata", row["metadata_type"], row["metadata_blob"], *where
+            )
+            projection = None  # keeps the readable keys chosen when it was sealed
+            if n2 and cipher_label(row["metadata_type"]) in _UNSEALED_LABELS:
+                # Written without pgcheckpoint's encryption, the row keeps every
+                # metadata key in clear: keep only the filterable ones now.
+                metadata = core.load_value(mtype, mdata, binding("metadata", *where))
+                projection = json.dumps(core.metadata_projection(metadata), ensure_ascii=False)
+            values = [row["type"], _digest(row["checkpoint"]), row["metadata_type"]]
+            values += [_digest(row["metadata_blob"]), type_, data, mtype, mdata, projection]
+            for column, value in zip(columns, values, strict=True):
+                update[column].append(value)
+            resealed[where] = n1 + n2
+    else:
+        kind = "blob" if table == "blobs" else "write"
+        columns = ("old_type", "old_digest", "type", "blob")
+        update.update({c: [] for c in columns})
+        for row in rows:
+            where = tuple(row[c] for c in key_columns)
+            type_, data, n = reseal(kind, row["type"], row["blob"], *where)
+            values = [row["type"], _digest(row["blob"]), type_, data]
+            for column, value in zip(columns, values, strict=True):
+                update[column].append(value)
+            resealed[where] = n
+    updated = yield Stmt(f"rotation_update_{table}", update, fetch=True)
+    done = sum(resealed[tuple(r[c] for c in key_columns)] for r in updated)
+    last = rows[-1] if len(rows) == limit else None
+    return done, len(rows) - len(updated), last
+
+
+def _digest(data: bytes | None) -> bytes:
+    return hashlib.sha256(data or b"").digest()
+
+
+@contextmanager
+def _saver(
+    conn: str | Connection[Any] | ConnectionPool[Any], serde: EncryptedSerde, schema: str
+) -> Iterator[Any]:
+    from .saver import PostgresSaver
+
+    if isinstance(conn, str):
+        with Connection.connect(
+            conn, autocommit=True, prepare_threshold=0, row_factory=dict_row
+        ) as opened:
+            yield PostgresSaver(opened, serde=serde, schema=schema)
+    else:
+        yield PostgresSaver(conn, serde=serde, schema=schema)
+
+
+def rotate_key(
+    conn: str | Connection[Any] | ConnectionPool[Any],
+    serde: EncryptedSerde | None = None,
+    *,
+    schema: str = "public",
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+) -> RotationReport:
+    """Re-encrypt every stored value under the active key, in batches.
+
+    Safe while the application runs: each row is rewritten only if it still
+    holds what was read. Interrupted, it resumes when called again. Once
+    `remaining` is empty, keys other than the active one can be removed.
+    Configure every writer with the new key first, or values they save under
+    an old key remain.
+
+    Args:
+        conn: A conninfo string, a psycopg `Connection` or a `ConnectionPool`.
+        serde: The keys: the active one encrypts, every other one decrypts
+            (default: `EncryptedSerde.from_env()`).
+        schema: The Postgres schema holding the tables.
+        batch_size: Rows read and rewritten per round trip.
+        dry_run: Only count the values per key id.
+        progress: Called with (values done, values to do) after each batch.
+
+    Raises:
+        DecryptionError: A value cannot be decrypted with the keys given
+            (nothing after it is rotated; the message names the row).
+
+    Example:
+        >>> serde = EncryptedSerde(keys={"k2": new_key, "k1": old_key})  # doctest: +SKIP
+        >>> rotate_key(DSN, serde).remaining  # doctest: +SKIP
+        {}
+    """
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise InvalidInputError(f"batch_size must be a positive int, not {batch_size!r}")
+    serde = EncryptedSerde.from_env() if serde is None else serde
+    if not isinstance(serde, EncryptedSerde):
+        raise InvalidInputError(f"rotate_key needs an EncryptedSerde, not {type(serde).__name__}")
+    report = RotationReport(active=serde.active)
+    with _saver(conn, serde, schema) as saver:
+        report.counts = saver._run(value_counts_op())
+        report.to_rotate = sum(not_active(report.counts, serde.active).values())
+        if dry_run:
+            return report
+        done = 0
+        if progress is not None:
+            progress(done, report.to_rotate)
+        for table in _TABLE_KEYS:
+            after: Row | None = None
+            while True:
+                op = rotate_page_op(saver, table, after, batch_size)
+                values, skipped, after = saver._run(op)
+                report.rotated += values
+                report.skipped += skipped
+                done += values
+                if progress is not None and values:
+                    progress(done, max(done, report.to_rotate))
+                if after is None:
+                    break
+        report.remaining = not_active(saver._run(value_counts_op()), serde.active)
+    return report

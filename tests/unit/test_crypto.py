@@ -1,0 +1,435 @@
+"""EncryptedSerde, the row binding, and the core's encrypted paths, without a database."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+from pgcheckpoint import DecryptionError, EncryptedSerde, InvalidInputError
+from pgcheckpoint.core import SaverCore, Sealer, Stmt, binding, describe_binding, sealed_aad
+from pgcheckpoint.crypto import cipher_label, parse_keys
+from pgcheckpoint.rotation import not_active, rotate_page_op, value_counts_op
+
+K1 = bytes(range(32))
+K2 = bytes(range(32, 64))
+WHERE = binding("blob", "t1", "", "messages", "v1")
+
+
+def b64(key: bytes) -> str:
+    return base64.b64encode(key).decode()
+
+
+def serde(**kwargs: Any) -> EncryptedSerde:
+    kwargs.setdefault("keys", {"k1": K1})
+    return EncryptedSerde(**kwargs)
+
+
+def drive(op: Any, responses: list[list[dict[str, Any]]]) -> tuple[list[Stmt], Any]:
+    """Run an I/O-free op, answering each statement with the next response."""
+    stmts = [next(op)]
+    try:
+        for rows in responses:
+            stmts.append(op.send(rows))
+    except StopIteration as done:
+        return stmts, done.value
+    raise AssertionError(f"op still running after {len(responses)} responses: {stmts[-1]}")
+
+
+# -- keys ---------------------------------------------------------------------------
+
+
+def test_the_first_key_of_the_variable_encrypts_and_every_key_decrypts() -> None:
+    old = EncryptedSerde.from_env(environ={"PGCHECKPOINT_AES_KEYS": f"k1:{b64(K1)}"})
+    both = EncryptedSerde.from_env(
+        environ={"PGCHECKPOINT_AES_KEYS": f" k2:{b64(K2)} , k1:{b64(K1)} "}
+    )
+    assert both.active == "k2" and both.key_ids == ("k2", "k1")
+    assert both.loads_typed(old.dumps_typed({"a": 1})) == {"a": 1}
+    assert both.dumps_typed("x")[0] == "msgpack+aesgcm:k2"
+
+
+def test_url_safe_base64_and_missing_padding_are_accepted() -> None:
+    key = bytes([251] * 32)
+    text = base64.urlsafe_b64encode(key).decode().rstrip("=")
+    assert parse_keys(f"k1:{text}") == {"k1": key}
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        (f"k1:{b64(bytes(16))}", ["'k1'", "PGCHECKPOINT_AES_KEYS", "16 bytes", "32"]),
+        ("k1:not base64!", ["'k1'", "PGCHECKPOINT_AES_KEYS", "base64"]),
+        (b64(K1), ["PGCHECKPOINT_AES_KEYS", "key id"]),
+        (f"k1:{b64(K1)},k1:{b64(K2)}", ["'k1'", "twice"]),
+        (f"k+1:{b64(K1)}", ["'k+1'", "not allowed"]),
+        (",", ["PGCHECKPOINT_AES_KEYS", "no key"]),
+    ],
+)
+def test_a_bad_key_variable_is_refused_with_a_message_naming_it(
+    value: str, words: list[str]
+) -> None:
+    with pytest.raises(InvalidInputError) as err:
+        EncryptedSerde.from_env(environ={"PGCHECKPOINT_AES_KEYS": value})
+    for word in words:
+        assert word in str(err.value)
+
+
+def test_wrong_key_length_in_the_constructor_names_the_argument() -> None:
+    with pytest.raises(InvalidInputError, match=r"key 'k1' in keys is 31 bytes long"):
+        EncryptedSerde(keys={"k1": bytes(31)})
+    with pytest.raises(InvalidInputError, match="must be bytes"):
+        EncryptedSerde(keys={"k1": b64(K1)})  # type: ignore[dict-item]
+    with pytest.raises(InvalidInputError, match="active key 'k9'"):
+        EncryptedSerde(keys={"k1": K1}, active="k9")
+    with pytest.raises(InvalidInputError, match="no encryption key"):
+        EncryptedSerde(keys={})
+    with pytest.raises(InvalidInputError, match="no encryption key"):
+        EncryptedSerde.from_env(environ={})
+
+
+def test_the_keys_never_appear_in_repr() -> None:
+    text = repr(serde(keys={"k1": K1, "k2": K2}))
+    assert "k1" in text and "k2" in text
+    assert b64(K1) not in text and repr(K1) not in text and K1.hex() not in text
+
+
+# -- sealing ------------------------------------------------------------------------
+
+
+def test_every_value_gets_a_fresh_nonce() -> None:
+    s = serde()
+    first, second = s.seal(b"same", WHERE), s.seal(b"same", WHERE)
+    assert first[0] == second[0] == "aesgcm:k1"
+    assert first[1] != second[1]
+    assert first[1][:12] != second[1][:12]
+
+
+def test_a_value_only_opens_at_its_own_binding() -> None:
+    s = serde()
+    suffix, sealed = s.seal(b"payload", WHERE)
+    assert s.unseal(f"msgpack+zstd+{suffix}", sealed, WHERE) == ("msgpack+zstd", b"payload")
+    elsewhere = binding("blob", "t2", "", "messages", "v1")
+    with pytest.raises(DecryptionError) as err:
+        s.unseal(f"msgpack+{suffix}", sealed, elsewhere)
+    message = str(err.value)
+    assert "'k1'" in message and "thread 't2'" in message and "channel 'messages'" in message
+
+
+@pytest.mark.parametrize(
+    ("damage", "words"),
+    [
+        (lambda b: b[:20], ["truncated", "'k1'"]),
+        (lambda b: b[:-1], ["authentication failed", "'k1'"]),
+        (lambda b: b[:15] + bytes([b[15] ^ 1]) + b[16:], ["authentication failed", "'k1'"]),
+        (lambda b: b"", ["truncated"]),
+    ],
+)
+def test_damaged_ciphertext_raises_decryption_error(damage: Any, words: list[str]) -> None:
+    s = serde()
+    suffix, sealed = s.seal(b"some payload bytes", WHERE)
+    with pytest.raises(DecryptionError) as err:
+        s.unseal(f"msgpack+{suffix}", damage(sealed), WHERE)
+    for word in [*words, "channel 'messages'"]:
+        assert word in str(err.value)
+
+
+def test_wrong_and_missing_keys_name_the_key_id() -> None:
+    suffix, sealed = serde().seal(b"x", WHERE)
+    with pytest.raises(DecryptionError, match="key 'k1': authentication failed"):
+        serde(keys={"k1": K2}).unseal(f"json+{suffix}", sealed, WHERE)
+    with pytest.raises(DecryptionError, match="under key 'k1', which is not configured"):
+        serde(keys={"k2": K2}).unseal(f"json+{suffix}", sealed, WHERE)
+
+
+def test_plaintext_is_refused_unless_allowed() -> None:
+    with pytest.raises(DecryptionError) as err:
+        serde().unseal("msgpack+zstd", b"abc", WHERE)
+    assert "unencrypted" in str(err.value) and "allow_plaintext=True" in str(err.value)
+    assert "channel 'messages'" in str(err.value)
+    assert serde(allow_plaintext=True).unseal("msgpack", b"abc", WHERE) == ("msgpack", b"abc")
+
+
+def test_values_from_langgraphs_encrypted_serializer_are_read_with_its_key() -> None:
+    legacy_key = b"0123456789abcdef0123456789abcdef"
+    theirs = EncryptedSerializer.from_pycryptodome_aes(key=legacy_key)
+    stored = theirs.dumps_typed({"messages": ["hi"]})
+    assert stored[0] == "msgpack+aes"
+    ours = serde(langgraph_key=legacy_key)
+    assert ours.loads_typed(stored) == {"messages": ["hi"]}
+    # bound reads (the saver's) accept them too: LangGraph bound nothing
+    assert ours.unseal(stored[0], stored[1], WHERE)[0] == "msgpack"
+    with pytest.raises(DecryptionError, match="LANGGRAPH_AES_KEY"):
+        serde().loads_typed(stored)
+    with pytest.raises(DecryptionError, match="LANGGRAPH_AES_KEY key: authentication failed"):
+        serde(langgraph_key=b"x" * 32).loads_typed(stored)
+
+
+def test_langgraph_aes_key_alone_is_enough(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PGCHECKPOINT_AES_KEYS", raising=False)
+    monkeypatch.setenv("LANGGRAPH_AES_KEY", "0123456789abcdef")
+    stored = EncryptedSerializer.from_pycryptodome_aes().dumps_typed([1, 2])
+    s = EncryptedSerde.from_env()
+    assert s.active == "langgraph"
+    assert s.loads_typed(stored) == [1, 2]
+    assert s.loads_typed(s.dumps_typed("new")) == "new"
+    assert s.dumps_typed("new")[0] == "msgpack+aesgcm:langgraph"
+    monkeypatch.setenv("LANGGRAPH_AES_KEY", "short")
+    with pytest.raises(InvalidInputError, match="LANGGRAPH_AES_KEY is 5 bytes long"):
+        EncryptedSerde.from_env()
+
+
+def test_cipher_labels() -> None:
+    assert cipher_label("msgpack+aesgcm:k1") == "k1"
+    assert cipher_label("msgpack+zstd+aesgcm:k-2.x") == "k-2.x"
+    assert cipher_label("msgpack+aes") == "(langgraph-eax)"
+    assert cipher_label("msgpack") == cipher_label("msgpack+zstd") == "(plaintext)"
+
+
+# -- bindings -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("aad", "text"),
+    [
+        (binding("checkpoint", "t1", "", "c1"), "checkpoint 'c1' in thread 't1', namespace ''"),
+        (
+            binding("metadata", "t1", "n:1", "c1"),
+            "metadata of checkpoint 'c1' in thread 't1', namespace 'n:1'",
+        ),
+        (
+            binding("write", "t1", "", "c1", "task", -3),
+            "write -3 of task 'task' at checkpoint 'c1' in thread 't1', namespace ''",
+        ),
+        (
+            binding("blob", "tʰread", "", "ch", "v"),
+            "value of channel 'ch' version 'v' in thread 'tʰread', namespace ''",
+        ),
+        (b"", "a value not bound to any row"),
+        (sealed_aad(b"", "msgpack"), "a value not bound to any row"),
+        (
+            sealed_aad(binding("checkpoint", "t1", "", "c1"), "msgpack+zstd"),
+            "checkpoint 'c1' in thread 't1', namespace ''",
+        ),
+        (b"other", "the row bound to b'other'"),
+        (binding("blob", "t1"), "the row bound to"),
+    ],
+)
+def test_bindings_describe_their_row(aad: bytes, text: str) -> None:
+    assert describe_binding(aad).startswith(text)
+
+
+# -- the core with an encrypting serializer ---------------------------------------------
+
+
+def test_the_core_compresses_then_seals_and_back() -> None:
+    core = SaverCore(serde=serde())
+    assert isinstance(core.serde, Sealer)
+    big = {"text": "abc" * 2000}
+    type_, data = core.dump_value(big, WHERE)
+    assert type_ == "msgpack+zstd+aesgcm:k1"
+    assert b"abc" not in data
+    assert core.load_value(type_, data, WHERE) == big
+    with pytest.raises(DecryptionError):
+        core.load_value(type_, data, binding("blob", "t1", "", "messages", "v2"))
+
+
+def test_the_stored_type_is_authenticated_too() -> None:
+    core = SaverCore(serde=serde(serde=JsonPlusSerializer(pickle_fallback=True)))
+    type_, data = core.dump_value(b"user supplied bytes", WHERE)
+    assert type_ == "bytes+aesgcm:k1"
+    assert core.load_value(type_, data, WHERE) == b"user supplied bytes"
+    for forged in ("pickle+aesgcm:k1", "msgpack+aesgcm:k1", "bytes+zstd+aesgcm:k1"):
+        with pytest.raises(DecryptionError, match="authentication failed"):
+            core.load_value(forged, data, WHERE)
+    type_, data = core.dump_value({"text": "abc" * 2000}, WHERE)
+    with pytest.raises(DecryptionError, match="authentication failed"):
+        core.load_value(type_.replace("+zstd", ""), data, WHERE)
+
+
+def test_only_the_listed_metadata_keys_stay_readable() -> None:
+    core = SaverCore(serde=serde(filterable_metadata=("source", "user")))
+    metadata = {"source": "loop", "step": 1, "user": "u", "secret": "s"}
+    metadata["counters_since_delta_snapshot"] = {"m": 2}
+    assert core.metadata_projection(metadata) == {
+        "source": "loop",
+        "user": "u",
+        "counters_since_delta_snapshot": {"m": 2},
+    }
+
+
+def test_filtering_on_an_encrypted_metadata_key_is_refused() -> None:
+    core = SaverCore(serde=serde())
+    with pytest.raises(InvalidInputError, match="'secret': it is stored encrypted"):
+        next(core.list_op(None, filter={"step": 1, "secret": "x"}))
+    assert next(core.list_op(None, filter={"step": 1, "source": "loop"})).name == (
+        "list_checkpoints"
+    )
+    plain = SaverCore(serde=JsonPlusSerializer())
+    assert next(plain.list_op(None, filter={"secret": "x"})).name == "list_checkpoints"
+
+
+def test_copy_thread_goes_server_side_without_encryption() -> None:
+    stmts, _ = drive(SaverCore().copy_thread_op("a", "b"), [[]])
+    assert [s.name for s in stmts] == ["copy_thread"]
+
+
+def test_copy_thread_reseals_every_value_for_the_target_thread() -> None:
+    s = serde()
+    core = SaverCore(serde=s)
+    core.copy_batch_size = 1
+
+    def sealed(kind: str, *where: Any) -> tuple[str, bytes]:
+        return core.dump_value({"kind": kind}, binding(kind, "src", *where))
+
+    ck_type, ck = sealed("checkpoint", "", "c1")
+    md_type, md = sealed("metadata", "", "c1")
+    bl_type, bl = sealed("blob", "", "items", "v1")
+    wr_type, wr = sealed("write", "", "c1", "task", 0)
+    page = {
+        "checkpoint_ns": "",
+        "checkpoint_id": "c1",
+        "parent_checkpoint_id": None,
+        "run_id": None,
+        "type": ck_type,
+        "checkpoint": ck,
+        "channel_versions": '{"items": "v1"}',
+        "inline_channels": "[]",
+        "metadata_type": md_type,
+        "metadata_blob": md,
+        "metadata": "{}",
+        "created_at": None,
+    }
+    blob = {"checkpoint_ns": "", "channel": "items", "version": "v1", "type": bl_type, "blob": bl}
+    empty = {"checkpoint_ns": "", "channel": "gone", "version": "v0", "type": "empty", "blob": None}
+    write = {
+        "checkpoint_ns": "",
+        "checkpoint_id": "c1",
+        "task_id": "task",
+        "task_path": "",
+        "idx": 0,
+        "channel": "items",
+        "type": wr_type,
+        "blob": wr,
+    }
+    op = core.copy_thread_op("src", "dst")
+    stmts, _ = drive(op, [[page], [blob, empty], [write], [], []])
+    names = [st.name for st in stmts]
+    assert names == [
+        "thread_checkpoints_page",
+        "thread_blobs_of_checkpoints",
+        "thread_writes_of_checkpoints",
+        "insert_copied_rows",
+        "thread_checkpoints_page",
+    ]
+    insert = stmts[3].params
+    assert insert["thread_id"] == "dst"
+    assert insert["blob_type"][1] == "empty" and insert["blob_blob"][1] is None
+    assert stmts[4].params["after_id"] == "c1"
+
+    def opened(kind: str, type_: str, data: bytes, *where: Any) -> Any:
+        return core.load_value(type_, data, binding(kind, "dst", *where))
+
+    assert opened("checkpoint", insert["type"][0], insert["checkpoint"][0], "", "c1")
+    assert opened("metadata", insert["metadata_type"][0], insert["metadata_blob"][0], "", "c1")
+    assert opened("blob", insert["blob_type"][0], insert["blob_blob"][0], "", "items", "v1")
+    assert opened("write", insert["write_type"][0], insert["write_blob"][0], "", "c1", "task", 0)
+    with pytest.raises(DecryptionError):
+        core.load_value(
+            insert["type"][0], insert["checkpoint"][0], binding("checkpoint", "src", "", "c1")
+        )
+
+
+# -- rotation ops -----------------------------------------------------------------------
+
+
+def test_value_counts_are_grouped_by_key_label() -> None:
+    rows = [
+        {"kind": "blobs", "cipher": "aesgcm:k1", "n": 3},
+        {"kind": "writes", "cipher": "aesgcm:k1", "n": 2},
+        {"kind": "checkpoints", "cipher": "zstd", "n": 1},
+        {"kind": "metadata", "cipher": None, "n": 1},
+        {"kind": "blobs", "cipher": "aes", "n": 4},
+    ]
+    _, counts = drive(value_counts_op(), [rows])
+    assert counts["k1"] == {"checkpoints": 0, "metadata": 0, "blobs": 3, "writes": 2}
+    assert counts["(plaintext)"]["checkpoints"] == counts["(plaintext)"]["metadata"] == 1
+    assert not_active(counts, "k1") == {"(plaintext)": 2, "(langgraph-eax)": 4}
+
+
+def test_a_rotation_page_reseals_under_the_active_key_guarded_by_the_old_value() -> None:
+    old = serde()
+    new = SaverCore(serde=serde(keys={"k2": K2, "k1": K1}))
+    rows = []
+    for version in ("v1", "v2"):
+        type_, data = SaverCore(serde=old).dump_value(
+            [version], binding("blob", "t", "", "c", version)
+        )
+        rows.append(
+            {
+                "thread_id": "t",
+                "checkpoint_ns": "",
+                "channel": "c",
+                "version": version,
+                "type": type_,
+                "blob": data,
+            }
+        )
+    stmts, result = drive(rotate_page_op(new, "blobs", None, 2), [rows, [rows[1]]])
+    assert stmts[0].name == "rotation_blobs_page"
+    assert stmts[0].params["suffix"] == "+aesgcm:k2"
+    update = stmts[1].params
+    assert update["old_type"] == [r["type"] for r in rows]
+    assert all(t == "msgpack+aesgcm:k2" for t in update["type"])
+    assert new.load_value(
+        update["type"][0], update["blob"][0], binding("blob", "t", "", "c", "v1")
+    ) == ["v1"]
+    # one row changed meanwhile: one value rotated, one skipped; a full page continues
+    assert result[0] == 1 and result[1] == 1 and result[2] is rows[1]
+
+
+def test_rotation_refuses_a_serde_that_does_not_encrypt() -> None:
+    with pytest.raises(InvalidInputError, match="EncryptedSerde"):
+        next(rotate_page_op(SaverCore(), "blobs", None, 10))
+
+
+# -- the command line -------------------------------------------------------------------
+
+
+def test_rotate_key_command_parses(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pgcheckpoint.cli import rotate_key
+
+    parser = argparse.ArgumentParser()
+    rotate_key.register(parser.add_subparsers())
+    args = parser.parse_args(["rotate-key", "--dry-run", "--batch-size", "7", "--dsn", "x"])
+    assert args.dry_run and args.batch_size == 7 and args.dsn == "x"
+    assert args.handler is rotate_key.rotate_key_command
+    with pytest.raises(SystemExit):
+        parser.parse_args(["rotate-key", "--batch-size", "0"])
+
+
+def test_rotate_key_command_without_keys_is_a_usage_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pgcheckpoint.cli import main
+
+    monkeypatch.delenv("PGCHECKPOINT_AES_KEYS", raising=False)
+    monkeypatch.delenv("LANGGRAPH_AES_KEY", raising=False)
+    assert main(["rotate-key", "--dsn", "postgresql://nobody@127.0.0.1:1/x"]) == 2
+    assert "PGCHECKPOINT_AES_KEYS" in capsys.readouterr().err
+
+
+def test_strict_msgpack_allowlists_reach_the_inner_serializer() -> None:
+    inner = JsonPlusSerializer(allowed_msgpack_modules=[("my.module", "Other")])
+    s = serde(serde=inner)
+    core = SaverCore(serde=s)
+    clone = core.with_allowlist([("my.module", "Thing")])
+    assert clone is not core and core.serde is s
+    assert isinstance(clone.serde, EncryptedSerde) and clone.serde.active == "k1"
+    assert clone.serde.inner is not inner
+    assert clone.serde.loads_typed(s.dumps_typed({"a": 1})) == {"a": 1}
+    assert core.with_allowlist([("my.module", "Other")]) is core
