@@ -5,13 +5,17 @@
 -- per channel version), writes (pending writes of a task at a checkpoint).
 
 -- name: put_checkpoint
--- One statement, so a checkpoint and its new channel values commit together.
+-- One statement, so a checkpoint and its new channel values commit together. A
+-- value that extends an earlier version of its channel is stored as the new
+-- items plus `base_version`; the foreign key on it fails the statement if that
+-- base was deleted meanwhile, and the core retries with full values.
 WITH new_blobs AS (
-    INSERT INTO {schema}.pgc_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
-    SELECT %(thread_id)s, %(checkpoint_ns)s, b.channel, b.version, b.type, b.blob
+    INSERT INTO {schema}.pgc_blobs (thread_id, checkpoint_ns, channel, version, type, blob,
+                                    base_version)
+    SELECT %(thread_id)s, %(checkpoint_ns)s, b.channel, b.version, b.type, b.blob, b.base_version
     FROM unnest(%(blob_channels)s::text[], %(blob_versions)s::text[],
-                %(blob_types)s::text[], %(blob_values)s::bytea[])
-         AS b(channel, version, type, blob)
+                %(blob_types)s::text[], %(blob_values)s::bytea[], %(blob_bases)s::text[])
+         AS b(channel, version, type, blob, base_version)
     ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
 )
 INSERT INTO {schema}.pgc_checkpoints (
@@ -63,26 +67,47 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
 
 -- fragment: checkpoint_tuple_from
 -- A checkpoint row with its stored channel values and its pending writes, the
--- writes in `writes_sort_key` order (task_path, task_id, idx).
+-- writes in `writes_sort_key` order (task_path, task_id, idx). A value stored as
+-- a delta comes with its chain of bases, oldest (the full value) first.
 SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
        c.type, c.checkpoint, c.channel_versions, c.metadata_type, c.metadata_blob,
-       bl.blob_channels, bl.blob_versions, bl.blob_types, bl.blob_values,
+       bl.blob_channels, bl.blob_versions, bl.blob_bases, bl.blob_types, bl.blob_values,
        wr.write_task_ids, wr.write_idxs, wr.write_channels, wr.write_types, wr.write_values
 FROM {schema}.pgc_checkpoints c
 CROSS JOIN LATERAL (
-    SELECT array_agg(b.channel) AS blob_channels, array_agg(b.version) AS blob_versions,
-           array_agg(b.type) AS blob_types, array_agg(b.blob) AS blob_values
-    FROM jsonb_each_text(c.channel_versions) AS v(channel, version)
-    JOIN {schema}.pgc_blobs b
-      ON b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns
-     AND b.channel = v.channel AND b.version = v.version
+    WITH RECURSIVE piece(channel, version, base_version, type, blob, depth) AS (
+        SELECT b.channel, b.version, b.base_version, b.type, b.blob, 0
+        FROM jsonb_each_text(c.channel_versions) AS v(channel, version)
+        JOIN {schema}.pgc_blobs b
+          ON b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns
+         AND b.channel = v.channel AND b.version = v.version
+        UNION ALL
+        SELECT b.channel, b.version, b.base_version, b.type, b.blob, p.depth + 1
+        FROM piece p
+        JOIN {schema}.pgc_blobs b
+          ON b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns
+         AND b.channel = p.channel AND b.version = p.base_version
+    )
+    SELECT array_agg(channel ORDER BY channel, depth DESC) AS blob_channels,
+           array_agg(version ORDER BY channel, depth DESC) AS blob_versions,
+           array_agg(base_version ORDER BY channel, depth DESC) AS blob_bases,
+           array_agg(type ORDER BY channel, depth DESC) AS blob_types,
+           array_agg(blob ORDER BY channel, depth DESC) AS blob_values
+    FROM piece
 ) bl
 CROSS JOIN LATERAL (
-    SELECT array_agg(w.task_id ORDER BY w.task_path, w.task_id, w.idx) AS write_task_ids,
-           array_agg(w.idx ORDER BY w.task_path, w.task_id, w.idx) AS write_idxs,
-           array_agg(w.channel ORDER BY w.task_path, w.task_id, w.idx) AS write_channels,
-           array_agg(w.type ORDER BY w.task_path, w.task_id, w.idx) AS write_types,
-           array_agg(w.blob ORDER BY w.task_path, w.task_id, w.idx) AS write_values
+    -- COLLATE "C" is code-point order, as Python compares strings; the database's
+    -- own collation may be linguistic (en_US sorts "a" before "B")
+    SELECT array_agg(w.task_id ORDER BY w.task_path COLLATE "C", w.task_id COLLATE "C", w.idx)
+               AS write_task_ids,
+           array_agg(w.idx ORDER BY w.task_path COLLATE "C", w.task_id COLLATE "C", w.idx)
+               AS write_idxs,
+           array_agg(w.channel ORDER BY w.task_path COLLATE "C", w.task_id COLLATE "C", w.idx)
+               AS write_channels,
+           array_agg(w.type ORDER BY w.task_path COLLATE "C", w.task_id COLLATE "C", w.idx)
+               AS write_types,
+           array_agg(w.blob ORDER BY w.task_path COLLATE "C", w.task_id COLLATE "C", w.idx)
+               AS write_values
     FROM {schema}.pgc_writes w
     WHERE w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns
       AND w.checkpoint_id = c.checkpoint_id
@@ -129,8 +154,9 @@ DELETE FROM {schema}.pgc_checkpoints WHERE thread_id = ANY(%(thread_ids)s::text[
 -- name: copy_thread
 -- Copies rows server-side; nothing already at the target is overwritten.
 WITH copied_blobs AS (
-    INSERT INTO {schema}.pgc_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
-    SELECT %(target_thread_id)s, checkpoint_ns, channel, version, type, blob
+    INSERT INTO {schema}.pgc_blobs (thread_id, checkpoint_ns, channel, version, type, blob,
+                                    base_version)
+    SELECT %(target_thread_id)s, checkpoint_ns, channel, version, type, blob, base_version
     FROM {schema}.pgc_blobs WHERE thread_id = %(source_thread_id)s
     ON CONFLICT DO NOTHING
 ), copied_writes AS (
@@ -152,6 +178,180 @@ SELECT %(target_thread_id)s, checkpoint_ns, checkpoint_id, parent_checkpoint_id,
        metadata_type, metadata_blob, metadata, created_at
 FROM {schema}.pgc_checkpoints WHERE thread_id = %(source_thread_id)s
 ON CONFLICT DO NOTHING
+
+-- name: thread_checkpoints_page
+-- copy_thread through the client (values sealed to their thread): one page of a
+-- thread's checkpoints in key order. JSON and arrays go as text, to come back as is.
+SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id, type, checkpoint,
+       channel_versions::text AS channel_versions,
+       to_jsonb(inline_channels)::text AS inline_channels,
+       metadata_type, metadata_blob, metadata::text AS metadata, created_at
+FROM {schema}.pgc_checkpoints
+WHERE thread_id = %(thread_id)s
+  AND (%(after_ns)s::text IS NULL
+       OR (checkpoint_ns, checkpoint_id) > (%(after_ns)s::text, %(after_id)s::text))
+ORDER BY checkpoint_ns, checkpoint_id
+LIMIT %(limit)s
+
+-- name: thread_blobs_of_checkpoints
+-- The stored channel values the listed checkpoints of a thread refer to.
+SELECT DISTINCT ON (b.checkpoint_ns, b.channel, b.version)
+       b.checkpoint_ns, b.channel, b.version, b.type, b.blob
+FROM unnest(%(checkpoint_nss)s::text[], %(checkpoint_ids)s::text[])
+     AS k(checkpoint_ns, checkpoint_id)
+JOIN {schema}.pgc_checkpoints c
+  ON c.thread_id = %(thread_id)s AND c.checkpoint_ns = k.checkpoint_ns
+ AND c.checkpoint_id = k.checkpoint_id
+CROSS JOIN LATERAL jsonb_each_text(c.channel_versions) AS v(channel, version)
+JOIN {schema}.pgc_blobs b
+  ON b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns
+ AND b.channel = v.channel AND b.version = v.version
+ORDER BY b.checkpoint_ns, b.channel, b.version
+
+-- name: thread_writes_of_checkpoints
+-- The pending writes of the listed checkpoints of a thread.
+SELECT w.checkpoint_ns, w.checkpoint_id, w.task_id, w.task_path, w.idx, w.channel,
+       w.type, w.blob
+FROM unnest(%(checkpoint_nss)s::text[], %(checkpoint_ids)s::text[])
+     AS k(checkpoint_ns, checkpoint_id)
+JOIN {schema}.pgc_writes w
+  ON w.thread_id = %(thread_id)s AND w.checkpoint_ns = k.checkpoint_ns
+ AND w.checkpoint_id = k.checkpoint_id
+
+-- name: insert_copied_rows
+-- One page of a thread the client re-sealed for its new thread id; like
+-- copy_thread, nothing already at the target is overwritten.
+WITH copied_blobs AS (
+    INSERT INTO {schema}.pgc_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
+    SELECT %(thread_id)s, b.checkpoint_ns, b.channel, b.version, b.type, b.blob
+    FROM unnest(%(blob_checkpoint_ns)s::text[], %(blob_channel)s::text[],
+                %(blob_version)s::text[], %(blob_type)s::text[], %(blob_blob)s::bytea[])
+         AS b(checkpoint_ns, channel, version, type, blob)
+    ON CONFLICT DO NOTHING
+), copied_writes AS (
+    INSERT INTO {schema}.pgc_writes (
+        thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob
+    )
+    SELECT %(thread_id)s, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.task_path, w.idx,
+           w.channel, w.type, w.blob
+    FROM unnest(%(write_checkpoint_ns)s::text[], %(write_checkpoint_id)s::text[],
+                %(write_task_id)s::text[], %(write_task_path)s::text[], %(write_idx)s::int[],
+                %(write_channel)s::text[], %(write_type)s::text[], %(write_blob)s::bytea[])
+         AS w(checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob)
+    ON CONFLICT DO NOTHING
+)
+INSERT INTO {schema}.pgc_checkpoints (
+    thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id,
+    type, checkpoint, channel_versions, inline_channels,
+    metadata_type, metadata_blob, metadata, created_at
+)
+SELECT %(thread_id)s, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.run_id,
+       c.type, c.checkpoint, c.channel_versions::jsonb,
+       ARRAY(SELECT jsonb_array_elements_text(c.inline_channels::jsonb)),
+       c.metadata_type, c.metadata_blob, c.metadata::jsonb, c.created_at
+FROM unnest(%(checkpoint_ns)s::text[], %(checkpoint_id)s::text[],
+            %(parent_checkpoint_id)s::text[], %(run_id)s::text[], %(type)s::text[],
+            %(checkpoint)s::bytea[], %(channel_versions)s::text[], %(inline_channels)s::text[],
+            %(metadata_type)s::text[], %(metadata_blob)s::bytea[], %(metadata)s::text[],
+            %(created_at)s::timestamptz[])
+     AS c(checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id, type, checkpoint,
+          channel_versions, inline_channels, metadata_type, metadata_blob, metadata, created_at)
+ON CONFLICT DO NOTHING
+
+-- name: count_values_by_cipher
+-- Key rotation: what encrypts each stored value, per kind. `cipher` is the last
+-- `+` part of the type (`aesgcm:<key id>`, `aes` for LangGraph's own format,
+-- anything else or NULL for a value stored unencrypted).
+SELECT 'checkpoints' AS kind, substring(type from '[+]([^+]*)$') AS cipher, count(*) AS n
+FROM {schema}.pgc_checkpoints GROUP BY 2
+UNION ALL
+SELECT 'metadata', substring(metadata_type from '[+]([^+]*)$'), count(*)
+FROM {schema}.pgc_checkpoints GROUP BY 2
+UNION ALL
+SELECT 'blobs', substring(type from '[+]([^+]*)$'), count(*)
+FROM {schema}.pgc_blobs WHERE type <> 'empty' GROUP BY 2
+UNION ALL
+SELECT 'writes', substring(type from '[+]([^+]*)$'), count(*)
+FROM {schema}.pgc_writes GROUP BY 2
+
+-- name: rotation_checkpoints_page
+-- Key rotation: the next checkpoints, in key order, with a value whose type does
+-- not end with `suffix` (the active key's).
+SELECT thread_id, checkpoint_ns, checkpoint_id, type, checkpoint, metadata_type, metadata_blob
+FROM {schema}.pgc_checkpoints
+WHERE (%(after_thread_id)s::text IS NULL
+       OR (thread_id, checkpoint_ns, checkpoint_id)
+          > (%(after_thread_id)s::text, %(after_checkpoint_ns)s::text,
+             %(after_checkpoint_id)s::text))
+  AND (right(type, char_length(%(suffix)s)) <> %(suffix)s
+       OR right(metadata_type, char_length(%(suffix)s)) <> %(suffix)s)
+ORDER BY thread_id, checkpoint_ns, checkpoint_id
+LIMIT %(limit)s
+
+-- name: rotation_update_checkpoints
+-- Key rotation: re-encrypted values go back row by row, only where the row still
+-- holds what was read (same types, same sha256 of the values), so a checkpoint the
+-- application saved again meanwhile is never undone.
+UPDATE {schema}.pgc_checkpoints c
+SET type = u.type, checkpoint = u.checkpoint, metadata_type = u.metadata_type,
+    metadata_blob = u.metadata_blob, metadata = coalesce(u.metadata::jsonb, c.metadata)
+FROM unnest(%(thread_id)s::text[], %(checkpoint_ns)s::text[], %(checkpoint_id)s::text[],
+            %(old_type)s::text[], %(old_digest)s::bytea[], %(old_metadata_type)s::text[],
+            %(old_metadata_digest)s::bytea[], %(type)s::text[], %(checkpoint)s::bytea[],
+            %(metadata_type)s::text[], %(metadata_blob)s::bytea[], %(metadata)s::text[])
+     AS u(thread_id, checkpoint_ns, checkpoint_id, old_type, old_digest, old_metadata_type,
+          old_metadata_digest, type, checkpoint, metadata_type, metadata_blob, metadata)
+WHERE c.thread_id = u.thread_id AND c.checkpoint_ns = u.checkpoint_ns
+  AND c.checkpoint_id = u.checkpoint_id
+  AND c.type = u.old_type AND sha256(c.checkpoint) = u.old_digest
+  AND c.metadata_type = u.old_metadata_type AND sha256(c.metadata_blob) = u.old_metadata_digest
+RETURNING c.thread_id, c.checkpoint_ns, c.checkpoint_id
+
+-- name: rotation_blobs_page
+SELECT thread_id, checkpoint_ns, channel, version, type, blob
+FROM {schema}.pgc_blobs
+WHERE (%(after_thread_id)s::text IS NULL
+       OR (thread_id, checkpoint_ns, channel, version)
+          > (%(after_thread_id)s::text, %(after_checkpoint_ns)s::text,
+             %(after_channel)s::text, %(after_version)s::text))
+  AND type <> 'empty' AND right(type, char_length(%(suffix)s)) <> %(suffix)s
+ORDER BY thread_id, checkpoint_ns, channel, version
+LIMIT %(limit)s
+
+-- name: rotation_update_blobs
+UPDATE {schema}.pgc_blobs b
+SET type = u.type, blob = u.blob
+FROM unnest(%(thread_id)s::text[], %(checkpoint_ns)s::text[], %(channel)s::text[],
+            %(version)s::text[], %(old_type)s::text[], %(old_digest)s::bytea[],
+            %(type)s::text[], %(blob)s::bytea[])
+     AS u(thread_id, checkpoint_ns, channel, version, old_type, old_digest, type, blob)
+WHERE b.thread_id = u.thread_id AND b.checkpoint_ns = u.checkpoint_ns
+  AND b.channel = u.channel AND b.version = u.version
+  AND b.type = u.old_type AND sha256(b.blob) = u.old_digest
+RETURNING b.thread_id, b.checkpoint_ns, b.channel, b.version
+
+-- name: rotation_writes_page
+SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, idx, type, blob
+FROM {schema}.pgc_writes
+WHERE (%(after_thread_id)s::text IS NULL
+       OR (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
+          > (%(after_thread_id)s::text, %(after_checkpoint_ns)s::text,
+             %(after_checkpoint_id)s::text, %(after_task_id)s::text, %(after_idx)s::int))
+  AND right(type, char_length(%(suffix)s)) <> %(suffix)s
+ORDER BY thread_id, checkpoint_ns, checkpoint_id, task_id, idx
+LIMIT %(limit)s
+
+-- name: rotation_update_writes
+UPDATE {schema}.pgc_writes w
+SET type = u.type, blob = u.blob
+FROM unnest(%(thread_id)s::text[], %(checkpoint_ns)s::text[], %(checkpoint_id)s::text[],
+            %(task_id)s::text[], %(idx)s::int[], %(old_type)s::text[], %(old_digest)s::bytea[],
+            %(type)s::text[], %(blob)s::bytea[])
+     AS u(thread_id, checkpoint_ns, checkpoint_id, task_id, idx, old_type, old_digest, type, blob)
+WHERE w.thread_id = u.thread_id AND w.checkpoint_ns = u.checkpoint_ns
+  AND w.checkpoint_id = u.checkpoint_id AND w.task_id = u.task_id AND w.idx = u.idx
+  AND w.type = u.old_type AND sha256(w.blob) = u.old_digest
+RETURNING w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx
 
 -- name: lock_threads_for_maintenance
 -- Serialises maintenance of one thread (prune, delete_for_runs) in this transaction.
@@ -220,9 +420,9 @@ SELECT DISTINCT thread_id, checkpoint_ns, checkpoint_id FROM walk
 
 -- name: delete_checkpoints
 -- Deletes the listed checkpoints with their writes, then the blobs no remaining
--- checkpoint of those namespaces refers to; a kept checkpoint whose parent went
--- is left without one.
-WITH doomed AS (
+-- checkpoint of those namespaces reads (directly, or as the base of a delta); a
+-- kept checkpoint whose parent went is left without one.
+WITH RECURSIVE doomed AS (
     SELECT * FROM unnest(%(thread_ids)s::text[], %(checkpoint_nss)s::text[],
                          %(checkpoint_ids)s::text[]) AS d(thread_id, checkpoint_ns, checkpoint_id)
 ), deleted_writes AS (
@@ -242,19 +442,34 @@ WITH doomed AS (
 ), freed AS (
     SELECT DISTINCT d.thread_id, d.checkpoint_ns, v.channel, v.version
     FROM deleted d, jsonb_each_text(d.channel_versions) AS v(channel, version)
+), kept_refs AS (
+    -- What the remaining checkpoints of those namespaces still read, with the
+    -- bases of deltas among them.
+    SELECT c.thread_id, c.checkpoint_ns, v.channel, v.version
+    FROM {schema}.pgc_checkpoints c, jsonb_each_text(c.channel_versions) AS v(channel, version)
+    WHERE (c.thread_id, c.checkpoint_ns) IN (SELECT thread_id, checkpoint_ns FROM doomed)
+      AND NOT EXISTS (
+          SELECT 1 FROM doomed d
+          WHERE d.thread_id = c.thread_id AND d.checkpoint_ns = c.checkpoint_ns
+            AND d.checkpoint_id = c.checkpoint_id
+      )
+), kept AS (
+    SELECT thread_id, checkpoint_ns, channel, version FROM kept_refs
+    UNION
+    SELECT b.thread_id, b.checkpoint_ns, b.channel, b.base_version
+    FROM kept k
+    JOIN {schema}.pgc_blobs b
+      ON b.thread_id = k.thread_id AND b.checkpoint_ns = k.checkpoint_ns
+     AND b.channel = k.channel AND b.version = k.version
+    WHERE b.base_version IS NOT NULL
 )
 DELETE FROM {schema}.pgc_blobs b USING freed f
 WHERE b.thread_id = f.thread_id AND b.checkpoint_ns = f.checkpoint_ns
   AND b.channel = f.channel AND b.version = f.version
   AND NOT EXISTS (
-      SELECT 1 FROM {schema}.pgc_checkpoints c
-      WHERE c.thread_id = f.thread_id AND c.checkpoint_ns = f.checkpoint_ns
-        AND c.channel_versions ->> f.channel = f.version
-        AND NOT EXISTS (
-            SELECT 1 FROM doomed d
-            WHERE d.thread_id = c.thread_id AND d.checkpoint_ns = c.checkpoint_ns
-              AND d.checkpoint_id = c.checkpoint_id
-        )
+      SELECT 1 FROM kept k
+      WHERE k.thread_id = f.thread_id AND k.checkpoint_ns = f.checkpoint_ns
+        AND k.channel = f.channel AND k.version = f.version
   )
 
 -- name: thread_checkpoint_ids
@@ -293,28 +508,41 @@ WITH RECURSIVE walk(checkpoint_id, parent_checkpoint_id, depth, walking, found, 
         ) AS found
     ) s
     WHERE cardinality(w.pending) > 0 AND w.depth < %(max_depth)s
+), seed(depth, checkpoint_id, channel, version, base_version, piece, type, blob) AS (
+    -- A stored seed, with the chain of bases when it is a delta (piece 0 is the
+    -- seed itself, the highest piece the full value).
+    SELECT w.depth, w.checkpoint_id, b.channel, b.version, b.base_version, 0, b.type, b.blob
+    FROM walk w
+    JOIN {schema}.pgc_checkpoints p
+      ON p.thread_id = %(thread_id)s AND p.checkpoint_ns = %(checkpoint_ns)s
+     AND p.checkpoint_id = w.checkpoint_id
+    JOIN {schema}.pgc_blobs b
+      ON b.thread_id = p.thread_id AND b.checkpoint_ns = p.checkpoint_ns
+     AND b.channel = ANY(w.found) AND b.version = p.channel_versions ->> b.channel
+     AND NOT (b.channel = ANY(p.inline_channels))
+    WHERE w.depth > 0
+    UNION ALL
+    SELECT s.depth, s.checkpoint_id, b.channel, b.version, b.base_version, s.piece + 1,
+           b.type, b.blob
+    FROM seed s
+    JOIN {schema}.pgc_blobs b
+      ON b.thread_id = %(thread_id)s AND b.checkpoint_ns = %(checkpoint_ns)s
+     AND b.channel = s.channel AND b.version = s.base_version
 )
 SELECT 'w' AS kind, w.depth, w.checkpoint_id, x.channel, NULL::text AS version,
-       x.task_path, x.task_id, x.idx, x.type, x.blob, NULL::text[] AS found
+       NULL::text AS base_version, x.task_path, x.task_id, x.idx, x.type, x.blob,
+       NULL::text[] AS found
 FROM walk w
 JOIN {schema}.pgc_writes x
   ON x.thread_id = %(thread_id)s AND x.checkpoint_ns = %(checkpoint_ns)s
  AND x.checkpoint_id = w.checkpoint_id AND x.channel = ANY(w.walking)
 WHERE w.depth > 0
 UNION ALL
-SELECT 's', w.depth, w.checkpoint_id, b.channel, b.version, NULL, NULL, NULL,
-       b.type, b.blob, NULL
-FROM walk w
-JOIN {schema}.pgc_checkpoints p
-  ON p.thread_id = %(thread_id)s AND p.checkpoint_ns = %(checkpoint_ns)s
- AND p.checkpoint_id = w.checkpoint_id
-JOIN {schema}.pgc_blobs b
-  ON b.thread_id = p.thread_id AND b.checkpoint_ns = p.checkpoint_ns
- AND b.channel = ANY(w.found) AND b.version = p.channel_versions ->> b.channel
- AND NOT (b.channel = ANY(p.inline_channels))
-WHERE w.depth > 0
+SELECT 's', s.depth, s.checkpoint_id, s.channel, s.version, s.base_version, NULL, NULL,
+       s.piece, s.type, s.blob, NULL
+FROM seed s
 UNION ALL
-SELECT 'i', w.depth, w.checkpoint_id, NULL, NULL, NULL, NULL, NULL,
+SELECT 'i', w.depth, w.checkpoint_id, NULL, NULL, NULL, NULL, NULL, NULL,
        p.type, p.checkpoint, w.found
 FROM walk w
 JOIN {schema}.pgc_checkpoints p
@@ -325,3 +553,384 @@ WHERE w.depth > 0 AND w.found && p.inline_channels
 -- name: schema_revision
 -- The Alembic revision the database is at, or no row.
 SELECT version_num FROM {schema}.pgcheckpoint_alembic_version
+
+-- name: version_table_exists
+-- Whether the schema has pgcheckpoint's version table; asked before reading it,
+-- so the check itself never fails on a database that was never migrated.
+SELECT EXISTS (
+    SELECT 1 FROM pg_catalog.pg_class c
+    JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+    WHERE n.nspname = %(schema)s AND c.relname = 'pgcheckpoint_alembic_version'
+) AS present
+
+-- Import from langgraph-checkpoint-postgres (pgcheckpoint.importer). Statements
+-- named lg_* read the official saver's tables, and there `{schema}` is the
+-- schema of those tables; the import writes through insert_copied_rows.
+
+-- name: lg_source_tables
+SELECT table_name::text AS table_name FROM information_schema.tables
+WHERE table_schema = %(schema)s AND table_name = ANY(%(tables)s::text[])
+
+-- name: lg_migration_version
+SELECT max(v) AS v FROM {schema}.checkpoint_migrations
+
+-- name: lg_count_threads
+SELECT count(DISTINCT thread_id) AS threads FROM {schema}.checkpoints
+
+-- name: lg_thread_ids
+SELECT DISTINCT thread_id FROM {schema}.checkpoints
+WHERE %(after)s::text IS NULL OR thread_id > %(after)s
+ORDER BY thread_id
+LIMIT %(limit)s
+
+-- name: lg_checkpoints_page
+-- One page of a thread's checkpoints in key order (the checkpoint is JSONB).
+SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata
+FROM {schema}.checkpoints
+WHERE thread_id = %(thread_id)s
+  AND (%(after_ns)s::text IS NULL
+       OR (checkpoint_ns, checkpoint_id) > (%(after_ns)s::text, %(after_id)s::text))
+ORDER BY checkpoint_ns, checkpoint_id
+LIMIT %(limit)s
+
+-- name: lg_blobs
+-- The stored channel values of the given (namespace, channel, version) keys.
+SELECT b.checkpoint_ns, b.channel, b.version, b.type, b.blob
+FROM unnest(%(checkpoint_nss)s::text[], %(channels)s::text[], %(versions)s::text[])
+     AS k(checkpoint_ns, channel, version)
+JOIN {schema}.checkpoint_blobs b
+  ON b.thread_id = %(thread_id)s AND b.checkpoint_ns = k.checkpoint_ns
+ AND b.channel = k.channel AND b.version = k.version
+
+-- name: lg_writes_of_checkpoints
+SELECT w.checkpoint_ns, w.checkpoint_id, w.task_id, w.task_path, w.idx, w.channel,
+       w.type, w.blob
+FROM unnest(%(checkpoint_nss)s::text[], %(checkpoint_ids)s::text[])
+     AS k(checkpoint_ns, checkpoint_id)
+JOIN {schema}.checkpoint_writes w
+  ON w.thread_id = %(thread_id)s AND w.checkpoint_ns = k.checkpoint_ns
+ AND w.checkpoint_id = k.checkpoint_id
+
+-- name: lg_pending_sends
+-- Before checkpoint format v4 the sends of a step were writes to the TASKS
+-- channel of the parent checkpoint, in `writes_sort_key` order.
+SELECT w.checkpoint_ns, w.checkpoint_id, w.type, w.blob
+FROM unnest(%(checkpoint_nss)s::text[], %(checkpoint_ids)s::text[])
+     AS k(checkpoint_ns, checkpoint_id)
+JOIN {schema}.checkpoint_writes w
+  ON w.thread_id = %(thread_id)s AND w.checkpoint_ns = k.checkpoint_ns
+ AND w.checkpoint_id = k.checkpoint_id AND w.channel = '__pregel_tasks'
+ORDER BY w.checkpoint_ns, w.checkpoint_id,
+         w.task_path COLLATE "C", w.task_id COLLATE "C", w.idx
+
+-- fragment: thread_lock_holder_pid
+-- Thread locks (pgcheckpoint.locking) are session advisory locks (lock_class, key)
+-- held on a connection reserved for one guarded run. Keys are cast to int4 so
+-- the two-key functions are called; pg_locks shows them as classid/objid oids
+-- with objsubid = 2.
+SELECT l.pid FROM pg_catalog.pg_locks l
+WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+  AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())
+  AND l.classid = %(lock_class)s::int4::oid AND l.objid = %(key)s::int4::oid
+LIMIT 1
+
+-- name: try_thread_lock
+-- Try once; when taken, name the session holding it (NULL if it just let go).
+-- A session that already holds the lock before trying is shared with another
+-- client (a pooler in transaction mode): trying would succeed, as advisory
+-- locks are re-entrant, so it does not try.
+WITH mine AS MATERIALIZED (
+    SELECT EXISTS (
+        SELECT 1 FROM pg_catalog.pg_locks l
+        WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+          AND l.pid = pg_backend_pid()
+          AND l.database = (SELECT oid FROM pg_catalog.pg_database
+                            WHERE datname = current_database())
+          AND l.classid = %(lock_class)s::int4::oid AND l.objid = %(key)s::int4::oid
+    ) AS already_held
+), attempt AS MATERIALIZED (
+    SELECT m.already_held,
+           CASE WHEN m.already_held THEN false
+                ELSE pg_try_advisory_lock(%(lock_class)s::int4, %(key)s::int4) END AS locked
+    FROM mine m
+)
+SELECT a.already_held, a.locked, pg_backend_pid() AS backend_pid,
+       CASE WHEN NOT a.locked THEN ({thread_lock_holder_pid}) END AS holder_pid
+FROM attempt a
+
+-- name: wait_thread_lock
+-- Wait in the server's lock queue for at most lock_timeout ms ('0': no limit),
+-- raising lock_not_available (55P03) when it runs out. set_config(..., true)
+-- lasts until the end of this statement's own transaction (autocommit), and the
+-- materialized CTE is read before the select list asks for the lock.
+WITH wait AS MATERIALIZED (
+    SELECT set_config('lock_timeout', %(lock_timeout)s, true) AS lock_timeout
+)
+SELECT pg_backend_pid() AS backend_pid,
+       pg_advisory_lock(%(lock_class)s::int4, %(key)s::int4)::text AS locked
+FROM wait
+
+-- name: thread_lock_holder
+-- The session holding a thread's lock, after a wait for it ran out.
+SELECT ({thread_lock_holder_pid}) AS holder_pid
+
+-- name: thread_lock_check
+-- Whether the session that runs this holds the lock: a pooler in transaction
+-- mode may run each statement on another server session.
+SELECT pg_backend_pid() AS backend_pid, EXISTS (
+    SELECT 1 FROM pg_catalog.pg_locks l
+    WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+      AND l.pid = pg_backend_pid()
+      AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())
+      AND l.classid = %(lock_class)s::int4::oid AND l.objid = %(key)s::int4::oid
+) AS held
+
+-- name: unlock_thread
+-- False (with a server WARNING) when this session does not hold the lock, NULL
+-- when this is not the session that took it: behind a pooler, never release
+-- the lock another client holds on this session.
+SELECT CASE WHEN pg_backend_pid() = %(backend_pid)s
+            THEN pg_advisory_unlock(%(lock_class)s::int4, %(key)s::int4) END AS unlocked
+
+-- fragment: inspect_checkpoint_facts
+-- `pgcheckpoint show` / `threads`: checkpoint `c` with what can be told without
+-- reading its channel values: its parent's record (whose versions_seen says
+-- which nodes ran), the channels holding a value now, the channels whose version
+-- differs from the parent's with the stored size of the new version, the values
+-- that decide whether a barrier or Send packets trigger nodes (with the bases of
+-- a delta, oldest first), and the writes saved against it (sizes; payloads only
+-- for the special writes: errors, interrupts, resumes, whose idx is negative).
+SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.run_id,
+       c.created_at, c.type, c.checkpoint, c.channel_versions, c.metadata_type,
+       c.metadata_blob, c.metadata,
+       octet_length(c.checkpoint) + octet_length(c.metadata_blob) AS record_bytes,
+       p.type AS parent_type, p.checkpoint AS parent_checkpoint,
+       (SELECT count(DISTINCT x.task_id) FROM {schema}.pgc_writes x
+        WHERE x.thread_id = c.thread_id AND x.checkpoint_ns = c.checkpoint_ns
+          AND x.checkpoint_id = c.parent_checkpoint_id
+          AND starts_with(x.task_path, '~__pregel_push')) AS parent_push_tasks,
+       ch.available_channels, ch.changed_channels, ch.changed_versions, ch.changed_stored,
+       ch.changed_bytes,
+       tr.trigger_channels, tr.trigger_versions, tr.trigger_types, tr.trigger_blobs,
+       wr.write_task_ids, wr.write_task_paths, wr.write_idxs, wr.write_channels,
+       wr.write_types, wr.write_bytes, wr.write_payloads
+FROM {schema}.pgc_checkpoints c
+-- Lookups by primary key are LATERAL ... LIMIT 1, which the planner cannot
+-- flatten into a join: on a table it has no statistics for yet (a thread just
+-- written) it would otherwise scan a whole thread for each checkpoint.
+LEFT JOIN LATERAL (
+    SELECT p.type, p.checkpoint, p.channel_versions
+    FROM {schema}.pgc_checkpoints p
+    WHERE p.thread_id = c.thread_id AND p.checkpoint_ns = c.checkpoint_ns
+      AND p.checkpoint_id = c.parent_checkpoint_id
+    LIMIT 1
+) p ON true
+CROSS JOIN LATERAL (
+    SELECT array_agg(v.channel ORDER BY v.channel) FILTER (
+               WHERE v.channel = ANY(c.inline_channels) OR b.type <> 'empty'
+           ) AS available_channels,
+           array_agg(v.channel ORDER BY v.channel) FILTER (WHERE s.changed) AS changed_channels,
+           array_agg(v.version ORDER BY v.channel) FILTER (WHERE s.changed) AS changed_versions,
+           array_agg(
+               CASE WHEN v.channel = ANY(c.inline_channels) THEN 'inline'
+                    WHEN b.type IS NULL OR b.type = 'empty' THEN 'cleared'
+                    WHEN b.base_version IS NOT NULL THEN 'delta'
+                    ELSE 'blob' END
+               ORDER BY v.channel
+           ) FILTER (WHERE s.changed) AS changed_stored,
+           array_agg(b.size ORDER BY v.channel) FILTER (WHERE s.changed) AS changed_bytes
+    FROM jsonb_each_text(c.channel_versions) AS v(channel, version)
+    LEFT JOIN LATERAL (
+        SELECT b.type, b.base_version, octet_length(b.blob) AS size
+        FROM {schema}.pgc_blobs b
+        WHERE b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns
+          AND b.channel = v.channel AND b.version = v.version
+        LIMIT 1
+    ) b ON true
+    CROSS JOIN LATERAL (
+        SELECT (p.channel_versions ->> v.channel) IS DISTINCT FROM v.version AS changed
+    ) s
+) ch
+CROSS JOIN LATERAL (
+    WITH RECURSIVE piece(channel, version, base_version, type, blob, depth) AS (
+        SELECT b.channel, b.version, b.base_version, b.type, b.blob, 0
+        FROM jsonb_each_text(c.channel_versions) AS v(channel, version)
+        CROSS JOIN LATERAL (
+            SELECT b.channel, b.version, b.base_version, b.type, b.blob
+            FROM {schema}.pgc_blobs b
+            WHERE b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns
+              AND b.channel = v.channel AND b.version = v.version AND b.type <> 'empty'
+            LIMIT 1
+        ) b
+        WHERE v.channel = '__pregel_tasks' OR starts_with(v.channel, 'join:')
+        UNION ALL
+        SELECT b.channel, b.version, b.base_version, b.type, b.blob, piece.depth + 1
+        FROM piece
+        CROSS JOIN LATERAL (
+            SELECT b.channel, b.version, b.base_version, b.type, b.blob
+            FROM {schema}.pgc_blobs b
+            WHERE b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns
+              AND b.channel = piece.channel AND b.version = piece.base_version
+            LIMIT 1
+        ) b
+    )
+    SELECT array_agg(channel ORDER BY channel, depth DESC) AS trigger_channels,
+           array_agg(version ORDER BY channel, depth DESC) AS trigger_versions,
+           array_agg(type ORDER BY channel, depth DESC) AS trigger_types,
+           array_agg(blob ORDER BY channel, depth DESC) AS trigger_blobs
+    FROM piece
+) tr
+CROSS JOIN LATERAL (
+    SELECT array_agg(w.task_id ORDER BY w.task_path COLLATE "C", w.task_id COLLATE "C", w.idx)
+               AS write_task_ids,
+           array_agg(w.task_path ORDER BY w.task_path COLLATE "C", w.task_id COLLATE "C", w.idx)
+               AS write_task_paths,
+           array_agg(w.idx ORDER BY w.task_path COLLATE "C", w.task_id COLLATE "C", w.idx)
+               AS write_idxs,
+           array_agg(w.channel ORDER BY w.task_path COLLATE "C", w.task_id COLLATE "C", w.idx)
+               AS write_channels,
+           array_agg(w.type ORDER BY w.task_path COLLATE "C", w.task_id COLLATE "C", w.idx)
+               AS write_types,
+           array_agg(octet_length(w.blob)
+                     ORDER BY w.task_path COLLATE "C", w.task_id COLLATE "C", w.idx)
+               AS write_bytes,
+           array_agg(CASE WHEN w.idx < 0 THEN w.blob END
+                     ORDER BY w.task_path COLLATE "C", w.task_id COLLATE "C", w.idx)
+               AS write_payloads
+    FROM {schema}.pgc_writes w
+    WHERE w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns
+      AND w.checkpoint_id = c.checkpoint_id
+) wr
+
+-- name: inspect_recent_threads
+-- The `limit` threads with the most recent checkpoints, newest first, each with
+-- its counts, stored size and the facts of its latest root checkpoint. The walk
+-- reads the created_at index backwards, skipping threads already found, so it
+-- touches only rows newer than the last thread listed. A metadata filter
+-- matches a thread when one of its checkpoints contains any of `filters`.
+WITH RECURSIVE walk(thread_id, created_at, seen, n) AS (
+    (SELECT c.thread_id, c.created_at, ARRAY[c.thread_id], 1
+     FROM {schema}.pgc_checkpoints c
+     WHERE (%(since)s::timestamptz IS NULL OR c.created_at >= %(since)s)
+       AND (%(filters)s::jsonb[] IS NULL OR c.metadata @> ANY(%(filters)s::jsonb[]))
+     ORDER BY c.created_at DESC
+     LIMIT 1)
+    UNION ALL
+    SELECT nx.thread_id, nx.created_at, w.seen || nx.thread_id, w.n + 1
+    FROM walk w
+    CROSS JOIN LATERAL (
+        SELECT c.thread_id, c.created_at
+        FROM {schema}.pgc_checkpoints c
+        WHERE c.created_at <= w.created_at AND NOT (c.thread_id = ANY(w.seen))
+          AND (%(since)s::timestamptz IS NULL OR c.created_at >= %(since)s)
+          AND (%(filters)s::jsonb[] IS NULL OR c.metadata @> ANY(%(filters)s::jsonb[]))
+        ORDER BY c.created_at DESC
+        LIMIT 1
+    ) nx
+    WHERE w.n < %(limit)s
+)
+SELECT h.*, w.n, w.thread_id, s.checkpoints, s.namespaces, s.last_activity,
+       s.record_bytes + bl.bytes + wb.bytes AS size_bytes
+FROM walk w
+CROSS JOIN LATERAL (
+    SELECT count(*) AS checkpoints, count(DISTINCT checkpoint_ns) AS namespaces,
+           max(created_at) AS last_activity,
+           sum(octet_length(checkpoint) + octet_length(metadata_blob)
+               + pg_column_size(metadata) + pg_column_size(channel_versions)) AS record_bytes
+    FROM {schema}.pgc_checkpoints WHERE thread_id = w.thread_id
+) s
+CROSS JOIN LATERAL (
+    SELECT coalesce(sum(octet_length(blob)), 0) AS bytes
+    FROM {schema}.pgc_blobs WHERE thread_id = w.thread_id
+) bl
+CROSS JOIN LATERAL (
+    SELECT coalesce(sum(octet_length(blob)), 0) AS bytes
+    FROM {schema}.pgc_writes WHERE thread_id = w.thread_id
+) wb
+LEFT JOIN LATERAL (
+    {inspect_checkpoint_facts}
+    WHERE c.thread_id = w.thread_id AND c.checkpoint_ns = ''
+    ORDER BY c.checkpoint_id DESC
+    LIMIT 1
+) h ON true
+ORDER BY w.n
+
+-- name: inspect_thread_lock_holders
+-- Which of the given thread-lock keys (pgcheckpoint.locking) a session holds now.
+SELECT k.key, l.pid AS holder_pid
+FROM unnest(%(keys)s::int4[]) AS k(key)
+JOIN pg_catalog.pg_locks l
+  ON l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+ AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())
+ AND l.classid = %(lock_class)s::int4::oid AND l.objid = k.key::oid
+
+-- name: inspect_namespace_counts
+-- How many checkpoints a namespace of a thread has, and how many are newer than `until`.
+SELECT count(*) AS total,
+       count(*) FILTER (WHERE checkpoint_id > %(until)s::text) AS newer
+FROM {schema}.pgc_checkpoints
+WHERE thread_id = %(thread_id)s AND checkpoint_ns = %(checkpoint_ns)s
+
+-- name: inspect_thread_page
+-- One page of a namespace's checkpoints, newest first, at or before `until`.
+{inspect_checkpoint_facts}
+WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns = %(checkpoint_ns)s
+  AND (%(until)s::text IS NULL OR c.checkpoint_id <= %(until)s)
+ORDER BY c.checkpoint_id DESC
+LIMIT %(limit)s
+
+-- name: inspect_later_children
+-- Children of listed checkpoints that are newer than a page ending at `until`.
+SELECT parent_checkpoint_id, checkpoint_id, metadata ->> 'source' AS source
+FROM {schema}.pgc_checkpoints
+WHERE thread_id = %(thread_id)s AND checkpoint_ns = %(checkpoint_ns)s
+  AND checkpoint_id > %(until)s
+  AND parent_checkpoint_id = ANY(%(checkpoint_ids)s::text[])
+
+-- name: inspect_child_namespaces
+-- Subgraph namespaces directly below `checkpoint_ns` that ran from one of the
+-- listed checkpoints (LangGraph records it in metadata `parents`; a namespace
+-- whose metadata JSONB lacks it, kept encrypted, is returned for the client to
+-- decide), each with its number of checkpoints and the facts of its newest.
+WITH heads AS (
+    SELECT DISTINCT ON (c.checkpoint_ns) c.checkpoint_ns, c.checkpoint_id, c.metadata
+    FROM {schema}.pgc_checkpoints c
+    -- every collation sorts '' first: the range skips the root's rows in the index
+    WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns > ''
+      AND c.checkpoint_ns <> %(checkpoint_ns)s
+      AND starts_with(c.checkpoint_ns, %(prefix)s)
+      AND strpos(substr(c.checkpoint_ns, char_length(%(prefix)s) + 1), '|') = 0
+    ORDER BY c.checkpoint_ns, c.checkpoint_id DESC
+), attached AS (
+    SELECT h.checkpoint_ns, h.checkpoint_id FROM heads h
+    WHERE h.metadata -> 'parents' ->> %(checkpoint_ns)s = ANY(%(checkpoint_ids)s::text[])
+       OR NOT (h.metadata ? 'parents')
+)
+SELECT f.*,
+       (SELECT count(*) FROM {schema}.pgc_checkpoints n
+        WHERE n.thread_id = %(thread_id)s AND n.checkpoint_ns = a.checkpoint_ns) AS checkpoints
+FROM attached a
+CROSS JOIN LATERAL (
+    {inspect_checkpoint_facts}
+    WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns = a.checkpoint_ns
+      AND c.checkpoint_id = a.checkpoint_id
+) f
+ORDER BY f.checkpoint_id
+
+-- name: inspect_thread_namespaces
+-- Every namespace of a thread with its number of checkpoints (for error messages).
+SELECT checkpoint_ns, count(*) AS checkpoints
+FROM {schema}.pgc_checkpoints
+WHERE thread_id = %(thread_id)s
+GROUP BY checkpoint_ns
+ORDER BY checkpoint_ns
+
+-- name: inspect_resolve_checkpoint
+-- The checkpoints of a namespace whose id is `checkpoint_id` or ends with it, newest first.
+SELECT checkpoint_id
+FROM {schema}.pgc_checkpoints
+WHERE thread_id = %(thread_id)s AND checkpoint_ns = %(checkpoint_ns)s
+  AND (checkpoint_id = %(checkpoint_id)s
+       OR right(checkpoint_id, char_length(%(checkpoint_id)s)) = %(checkpoint_id)s)
+ORDER BY checkpoint_id = %(checkpoint_id)s DESC, checkpoint_id DESC
+LIMIT 5

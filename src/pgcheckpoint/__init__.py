@@ -2,7 +2,7 @@
 
 Example:
     >>> from pgcheckpoint import PostgresSaver
-    >>> with PostgresSaver.from_conn_string("postgresql://postgres@127.0.0.1/app") as saver:  # doctest: +SKIP
+    >>> with PostgresSaver.from_conn_string(DSN) as saver:  # doctest: +SKIP
     ...     saver.setup()
     ...     graph = builder.compile(checkpointer=saver)
 """
@@ -10,6 +10,7 @@ Example:
 from __future__ import annotations
 
 from .aio import AsyncPostgresSaver
+from .crypto import EncryptedSerde
 from .errors import (
     DecryptionError,
     InvalidInputError,
@@ -18,17 +19,20 @@ from .errors import (
     SchemaOutOfDateError,
     ThreadBusyError,
 )
+from .rotation import rotate_key
 from .saver import PostgresSaver
 
 __all__ = [
     "AsyncPostgresSaver",
     "DecryptionError",
+    "EncryptedSerde",
     "InvalidInputError",
     "PgCheckpointError",
     "PoolTimeoutError",
     "PostgresSaver",
     "SchemaOutOfDateError",
     "ThreadBusyError",
+    "rotate_key",
 ]
 
 __version__ = "0.1.0"

@@ -10,7 +10,8 @@ Example:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping, Sequence
+import builtins
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
@@ -23,14 +24,34 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
-from psycopg import AsyncConnection, AsyncCursor, AsyncPipeline, Capabilities
+from psycopg import AsyncConnection, AsyncCursor, AsyncPipeline, Capabilities, Error
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from . import migrate
-from .core import Op, SaverCore
-from .drivers import conninfo_of, pool_settings, pool_timeout_error
-from .errors import PgCheckpointError
+from .core import Op, SaverCore, thread_of
+from .drivers import (
+    SCHEMA_ERRORS,
+    conninfo_of,
+    pool_settings,
+    pool_timeout_error,
+    schema_error,
+    schema_revision_op,
+)
+from .errors import PgCheckpointError, PoolTimeoutError, SchemaOutOfDateError, ThreadBusyError
+from .locking import (
+    ResumableGraph,
+    ThreadLock,
+    acquire_op,
+    holding,
+    log_lost,
+    log_not_held,
+    not_held_error,
+    pool_lock_slots,
+    release_op,
+    resume_command,
+    slots_timeout_message,
+)
 from .queries import Queries
 
 __all__ = ["AsyncPostgresSaver"]
@@ -102,7 +123,7 @@ class AsyncPostgresSaver(SaverCore):
             schema: The Postgres schema that holds the tables.
 
         Example:
-            >>> async with AsyncPostgresSaver.from_conn_string(DSN, pool=True) as saver:  # doctest: +SKIP
+            >>> async with AsyncPostgresSaver.from_conn_string(DSN) as saver:  # doctest: +SKIP
             ...     graph = builder.compile(checkpointer=saver)
         """
         if pool:
@@ -143,23 +164,45 @@ class AsyncPostgresSaver(SaverCore):
                 yield self.conn
 
     async def _run(self, op: Op[T], *, atomic: bool = False) -> T:
-        async with self._connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-            in_pipe = self.pipe is not None and conn is self.conn
-            if atomic or not conn.autocommit:
-                async with conn.transaction():
+        try:
+            # binary results: bytea arrives as its bytes, not as hex text twice the size
+            async with (
+                self._connection() as conn,
+                conn.cursor(row_factory=dict_row, binary=True) as cur,
+            ):
+                in_pipe = self.pipe is not None and conn is self.conn
+                if atomic or not conn.autocommit:
+                    async with conn.transaction():
+                        result = await self._drive(cur, op)
+                else:
                     result = await self._drive(cur, op)
-            else:
-                result = await self._drive(cur, op)
-            if in_pipe and self.pipe is not None:
-                await self.pipe.sync()
-            return result
+                if in_pipe and self.pipe is not None:
+                    await self.pipe.sync()
+                return result
+        except SCHEMA_ERRORS as exc:
+            error = await self._schema_error()
+            if error is None:
+                raise
+            raise error from exc
+
+    async def _schema_error(self) -> SchemaOutOfDateError | None:
+        try:
+            revision = await self._run(schema_revision_op(self.schema))
+        except Exception:  # the original error says more than a failed check
+            return None
+        return schema_error(self.schema, revision)
 
     async def _drive(self, cur: AsyncCursor[DictRow], op: Op[T]) -> T:
         try:
             stmt = next(op)
             while True:
-                await cur.execute(self.queries[stmt.name], stmt.params)
-                stmt = op.send(await cur.fetchall() if stmt.fetch else [])
+                try:
+                    await cur.execute(self.queries[stmt.name], stmt.params)
+                    rows = await cur.fetchall() if stmt.fetch else []
+                except Error as exc:  # raised at the op's yield: it may handle it
+                    stmt = op.throw(exc)
+                else:
+                    stmt = op.send(rows)
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
 
@@ -197,7 +240,7 @@ class AsyncPostgresSaver(SaverCore):
         """List checkpoints newest first; `config=None` lists across threads.
 
         Example:
-            >>> [t async for t in saver.alist({"configurable": {"thread_id": "t1"}})]  # doctest: +SKIP
+            >>> [t async for t in saver.alist(config)]  # doctest: +SKIP
         """
         op = self.list_op(config, filter=filter, before=before, limit=limit)
         rows, recheck = await self._run(op)
@@ -246,7 +289,7 @@ class AsyncPostgresSaver(SaverCore):
         Example:
             >>> await saver.acopy_thread("t1", "t1-copy")  # doctest: +SKIP
         """
-        await self._run(self.copy_thread_op(source_thread_id, target_thread_id))
+        await self._run(self.copy_thread_op(source_thread_id, target_thread_id), atomic=True)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Keep only each namespace's latest checkpoint, or delete the threads.
@@ -270,7 +313,7 @@ class AsyncPostgresSaver(SaverCore):
         """Writes and seed of `DeltaChannel`s along the parent chain, in one query.
 
         Example:
-            >>> await saver.aget_delta_channel_history(config=config, channels=["messages"])  # doctest: +SKIP
+            >>> await saver.aget_delta_channel_history(config=cfg, channels=["m"])  # doctest: +SKIP
         """
         return await self._run(self.delta_history_op(config, channels))
 
@@ -299,7 +342,9 @@ class AsyncPostgresSaver(SaverCore):
         """
         yield from self._blocking("list_all", config, filter=filter, before=before, limit=limit)
 
-    async def alist_all(self, config: RunnableConfig | None, **kwargs: Any) -> list[CheckpointTuple]:
+    async def alist_all(
+        self, config: RunnableConfig | None, **kwargs: Any
+    ) -> builtins.list[CheckpointTuple]:
         """Every tuple `alist` yields, as a list.
 
         Example:
@@ -378,3 +423,128 @@ class AsyncPostgresSaver(SaverCore):
         return self._blocking(  # type: ignore[no-any-return]
             "get_delta_channel_history", config=config, channels=channels
         )
+
+    # -- thread locks -------------------------------------------------------------
+
+    @asynccontextmanager
+    async def lock_thread(
+        self, thread_id: str, timeout: float | None = 0
+    ) -> AsyncIterator[ThreadLock]:
+        """Hold a thread's lock: no other worker runs the thread until the block ends.
+
+        `PostgresSaver.lock_thread` for asyncio, as an async context manager:
+        the same lock, so sync and async workers exclude each other.
+
+        Args:
+            thread_id: The thread to lock.
+            timeout: 0 tries once; a number of seconds waits up to that long
+                (waiters are served in turn); None waits until the thread is free.
+
+        Yields:
+            The `ThreadLock` held, with the backend pid that holds it.
+
+        Raises:
+            ThreadBusyError: Another worker holds the lock (its backend pid in
+                `holder_pid`, when PostgreSQL can tell), or this block already does.
+            PgCheckpointError: The connection goes through a pooler in
+                transaction mode, where session locks cannot work.
+
+        Example:
+            >>> async with saver.lock_thread("t1", timeout=5):  # doctest: +SKIP
+            ...     await graph.ainvoke(Command(resume="yes"), config)
+        """
+        async with self._lock_connection() as conn:
+            op = acquire_op(thread_id, schema=self.schema, timeout=timeout)
+            lock = await self._drive_lock(conn, op)
+            try:
+                with holding(lock):
+                    yield lock
+            except BaseException:
+                if not await self._unlock(conn, lock):
+                    log_not_held(lock)
+                raise
+            if not await self._unlock(conn, lock):
+                raise not_held_error(lock)
+
+    async def aresume(
+        self,
+        graph: ResumableGraph,
+        config: RunnableConfig,
+        value: Any,
+        *,
+        timeout: float | None = 0,
+        **invoke_kwargs: Any,
+    ) -> Any:
+        """Resume an interrupted thread under its lock: lock, `ainvoke`, unlock.
+
+        See `PostgresSaver.resume`.
+
+        Args:
+            graph: A graph compiled with `checkpointer=` this saver.
+            config: The thread's config, `{"configurable": {"thread_id": ...}}`.
+            value: What `interrupt()` returns in the resumed node.
+            timeout: As in `lock_thread`.
+            **invoke_kwargs: Passed to `graph.ainvoke`.
+
+        Returns:
+            What `graph.ainvoke` returns.
+
+        Example:
+            >>> config = {"configurable": {"thread_id": "t1"}}
+            >>> await saver.aresume(graph, config, "approve", timeout=0)  # doctest: +SKIP
+        """
+        command = resume_command(graph, self, value)
+        async with self.lock_thread(thread_of(config)[0], timeout=timeout):
+            return await graph.ainvoke(command, config, **invoke_kwargs)
+
+    @asynccontextmanager
+    async def _lock_connection(self) -> AsyncIterator[AsyncConnection[Any]]:
+        if not isinstance(self.conn, AsyncConnectionPool):
+            # the saver's own connection keeps serving its statements meanwhile
+            async with await AsyncConnection.connect(
+                conninfo_of(self.conn), autocommit=True, prepare_threshold=None
+            ) as conn:
+                yield conn
+            return
+        pool = self.conn
+        slots = pool_lock_slots(pool, asyncio.BoundedSemaphore)
+        try:
+            await asyncio.wait_for(slots.acquire(), pool.timeout)
+        except asyncio.TimeoutError:
+            raise PoolTimeoutError(slots_timeout_message(pool)) from None
+        try:
+            try:
+                conn = await pool.getconn()
+            except PoolTimeout as exc:
+                raise pool_timeout_error(pool, exc) from exc
+            autocommit = conn.autocommit
+            try:
+                await conn.set_autocommit(True)
+                yield conn
+            finally:
+                if not conn.closed and not autocommit:
+                    await conn.set_autocommit(False)
+                await pool.putconn(conn)  # a closed one is replaced
+        finally:
+            slots.release()
+
+    async def _drive_lock(self, conn: AsyncConnection[Any], op: Op[T]) -> T:
+        try:
+            async with conn.cursor(row_factory=dict_row) as cur:
+                return await self._drive(cur, op)
+        except ThreadBusyError:
+            raise  # not taken: the connection holds nothing
+        except BaseException:
+            await conn.close()  # it may hold the lock; ending the session frees it
+            raise
+
+    async def _unlock(self, conn: AsyncConnection[Any], lock: ThreadLock) -> bool:
+        # False when the session no longer held the lock (then closed)
+        try:
+            released = await self._drive_lock(conn, release_op(lock))
+        except Error as exc:
+            log_lost(lock, exc)
+            return True
+        if not released:
+            await conn.close()
+        return released

@@ -2,8 +2,10 @@
 
 Each operation is a generator: it yields `Stmt`s (a named statement from
 `sql/queries.sql` with its parameters), receives the rows of each, and returns
-the operation's result. `PostgresSaver` and `AsyncPostgresSaver` only run these
-statements on a connection, so the logic exists once for both.
+the operation's result. A statement that fails raises its psycopg error at the
+op's `yield`, where the op may handle it. `PostgresSaver` and
+`AsyncPostgresSaver` only run these statements on a connection, so the logic
+exists once for both.
 
 Example:
     >>> from pgcheckpoint.core import Stmt
@@ -13,11 +15,13 @@ Example:
 
 from __future__ import annotations
 
+import copy
 import json
 import math
+import os
 import random
 import threading
-from collections.abc import Generator, Iterable, Mapping, Sequence
+from collections.abc import Collection, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, cast, runtime_checkable
 
@@ -38,11 +42,23 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
+from psycopg.errors import ForeignKeyViolation
 from psycopg.types.json import Jsonb
 
+from .appends import AppendCache, AppendPlan, join_arrays
 from .errors import InvalidInputError
 
-__all__ = ["Op", "SaverCore", "Sealer", "Stmt", "binding"]
+__all__ = [
+    "Op",
+    "SaverCore",
+    "Sealer",
+    "Stmt",
+    "binding",
+    "describe_binding",
+    "seal_value",
+    "sealed_aad",
+    "unseal_value",
+]
 
 T = TypeVar("T")
 Row = dict[str, Any]
@@ -80,6 +96,31 @@ _COMPRESS_SUFFIX = "+zstd"
 # Metadata keys maintenance reads in SQL: which DeltaChannels a thread has.
 _STRUCTURAL_KEYS = frozenset({"counters_since_delta_snapshot"})
 _INLINE_TYPES = (str, int, float, bool)
+# Columns of `thread_checkpoints_page` that `insert_copied_rows` takes as arrays.
+_COPIED_CHECKPOINT_COLUMNS = (
+    "checkpoint_ns",
+    "checkpoint_id",
+    "parent_checkpoint_id",
+    "run_id",
+    "type",
+    "checkpoint",
+    "channel_versions",
+    "inline_channels",
+    "metadata_type",
+    "metadata_blob",
+    "metadata",
+    "created_at",
+)
+_COPIED_WRITE_COLUMNS = (
+    "checkpoint_ns",
+    "checkpoint_id",
+    "task_id",
+    "task_path",
+    "idx",
+    "channel",
+    "type",
+    "blob",
+)
 _zstd = threading.local()
 
 
@@ -88,8 +129,9 @@ class Sealer(Protocol):
     """A serializer that encrypts, bound to where each value is stored.
 
     The core serialises with `inner`, compresses, then calls `seal` with the
-    value's binding (see `binding`) as authenticated data; reading calls
-    `unseal`, which returns the type left once the cipher's part is removed.
+    value's binding and type (`sealed_aad`) as authenticated data; reading
+    calls `unseal`, which returns the type left once the cipher's part (the
+    last `+` part of the stored type) is removed.
 
     Example:
         >>> isinstance(object(), Sealer)
@@ -101,6 +143,22 @@ class Sealer(Protocol):
     def seal(self, data: bytes, aad: bytes) -> tuple[str, bytes]: ...
 
     def unseal(self, type_: str, data: bytes, aad: bytes) -> tuple[str, bytes]: ...
+
+
+def as_sealer(serde: object) -> Sealer | None:
+    """`serde` if it is a `Sealer`, else None: `isinstance(serde, Sealer)`, made cheap.
+
+    On Python 3.11 an isinstance check against a runtime-checkable protocol walks
+    the protocol's members every time (about 30 µs), and the core asks once or
+    twice for every value it stores or loads; this checks the same members directly.
+
+    Example:
+        >>> as_sealer(object()) is None
+        True
+    """
+    if hasattr(serde, "inner") and callable(getattr(serde, "seal", None)):
+        return serde if callable(getattr(serde, "unseal", None)) else None  # type: ignore[return-value]
+    return None
 
 
 def binding(kind: str, *parts: str | int) -> bytes:
@@ -117,6 +175,96 @@ def binding(kind: str, *parts: str | int) -> bytes:
         raw = str(part).encode("utf-8", "surrogatepass")
         out.append(len(raw).to_bytes(4, "big") + raw)
     return b"".join(out)
+
+
+def sealed_aad(aad: bytes, type_: str) -> bytes:
+    """What a sealed value authenticates: its row's binding and its type under the seal.
+
+    With the type bound too, a stored type cannot be edited to have the
+    plaintext read by another decoder (`bytes` as `pickle`, say).
+
+    Example:
+        >>> sealed_aad(binding("blob", "t1"), "msgpack") == binding("blob", "t1", "msgpack")
+        True
+    """
+    raw = type_.encode("utf-8", "surrogatepass")
+    return aad + len(raw).to_bytes(4, "big") + raw
+
+
+def seal_value(sealer: Sealer, type_: str, data: bytes, aad: bytes) -> tuple[str, bytes]:
+    """Seal serialised bytes of type `type_` for the row `aad` binds; returns the stored pair.
+
+    Example:
+        >>> seal_value(serde, "msgpack", b"...", aad)  # doctest: +SKIP
+        ('msgpack+aesgcm:k1', b'...')
+    """
+    suffix, sealed = sealer.seal(data, sealed_aad(aad, type_))
+    return f"{type_}+{suffix}", sealed
+
+
+def unseal_value(sealer: Sealer, type_: str, data: bytes | None, aad: bytes) -> tuple[str, bytes]:
+    """The inverse of `seal_value`: the type under the seal, and the plaintext.
+
+    Example:
+        >>> unseal_value(serde, "msgpack+aesgcm:k1", sealed, aad)  # doctest: +SKIP
+        ('msgpack', b'...')
+    """
+    return sealer.unseal(type_, data or b"", sealed_aad(aad, type_.rpartition("+")[0]))
+
+
+# What each binding kind's parts are, to describe a binding in an error; the
+# unbound kind ("") is tried last, as every binding starts with it.
+_BINDING_PARTS = {
+    "checkpoint": ("thread", "namespace", "checkpoint"),
+    "metadata": ("thread", "namespace", "checkpoint"),
+    "blob": ("thread", "namespace", "channel", "version"),
+    "write": ("thread", "namespace", "checkpoint", "task", "idx"),
+    "": (),
+}
+
+
+def _binding_parts(rest: bytes) -> list[str] | None:
+    parts = []
+    while rest:
+        size = int.from_bytes(rest[:4], "big")
+        if len(rest) < 4 + size:
+            return None
+        try:
+            parts.append(rest[4 : 4 + size].decode("utf-8", "surrogatepass"))
+        except UnicodeDecodeError:
+            return None
+        rest = rest[4 + size :]
+    return parts
+
+
+def describe_binding(aad: bytes) -> str:
+    """The row a `binding` (or `sealed_aad`) names, in words, for error messages.
+
+    Example:
+        >>> describe_binding(binding("blob", "t1", "", "messages", "v1"))
+        "value of channel 'messages' version 'v1' in thread 't1', namespace ''"
+    """
+    for kind, names in _BINDING_PARTS.items():
+        if not aad.startswith(kind.encode("ascii")):
+            continue
+        parts = _binding_parts(aad[len(kind) :])
+        # one part more is the type `sealed_aad` adds
+        if parts is None or len(parts) not in (len(names), len(names) + 1):
+            continue
+        p = dict(zip(names, parts, strict=False))
+        if not kind:
+            return "a value not bound to any row"
+        where = f"thread {p['thread']!r}, namespace {p['namespace']!r}"
+        if kind == "blob":
+            return f"value of channel {p['channel']!r} version {p['version']!r} in {where}"
+        if kind == "write":
+            return (
+                f"write {p['idx']} of task {p['task']!r} at checkpoint {p['checkpoint']!r} "
+                f"in {where}"
+            )
+        prefix = "metadata of checkpoint" if kind == "metadata" else "checkpoint"
+        return f"{prefix} {p['checkpoint']!r} in {where}"
+    return f"the row bound to {aad!r}"
 
 
 def _compressor() -> zstandard.ZstdCompressor:
@@ -173,7 +321,7 @@ def check_id(kind: str, value: Any) -> str:
 def _configurable(config: RunnableConfig | None) -> dict[str, Any]:
     if not config:
         return {}
-    return cast(dict[str, Any], config.get("configurable") or {})
+    return dict(config.get("configurable") or {})
 
 
 def thread_of(config: RunnableConfig) -> tuple[str, str]:
@@ -251,6 +399,9 @@ def metadata_matches(metadata: Mapping[str, Any], filter: Mapping[str, Any]) -> 
             return isinstance(have, list | tuple) and all(
                 any(contains(h, w) for h in have) for w in want
             )
+        # JSON booleans are not numbers, though Python's True == 1
+        if isinstance(have, bool) or isinstance(want, bool):
+            return type(have) is type(want) and have == want
         return bool(have == want)
 
     return contains(metadata, filter)
@@ -269,6 +420,17 @@ class SaverCore(BaseCheckpointSaver[str]):
 
     # Values this small stay uncompressed: zstd's frame costs more than it saves.
     compress_min_bytes: int = 1024
+    # Checkpoints per round trip when copy_thread goes through the client.
+    copy_batch_size: int = 200
+    # Store lists that grow by appending as deltas on an earlier version, with
+    # a full copy at least every `full_value_every` versions.
+    append_deltas: bool = os.environ.get("PGCHECKPOINT_APPEND_DELTAS", "1").lower() not in (
+        "0",
+        "false",
+        "off",
+        "no",
+    )
+    full_value_every: int = 32
 
     # -- values -----------------------------------------------------------------
 
@@ -277,27 +439,65 @@ class SaverCore(BaseCheckpointSaver[str]):
 
         `aad` is the value's `binding`; an encrypting serializer authenticates it.
         """
-        sealer = self.serde if isinstance(self.serde, Sealer) else None
-        type_, data = (sealer.inner if sealer else self.serde).dumps_typed(value)
+        return self.pack_value(*self.inner_serde.dumps_typed(value), aad)
+
+    def load_value(self, type_: str, data: bytes | None, aad: bytes) -> Any:
+        """The inverse of `dump_value`."""
+        return self.inner_serde.loads_typed(self.unpack_value(type_, data, aad))
+
+    @property
+    def inner_serde(self) -> SerializerProtocol:
+        """The serializer that turns values into bytes (inside any encryption)."""
+        sealer = as_sealer(self.serde)
+        return sealer.inner if sealer is not None else self.serde
+
+    def pack_value(self, type_: str, data: bytes, aad: bytes) -> tuple[str, bytes]:
+        """Compress (when that pays) and seal serialised bytes for storage."""
         if len(data) >= self.compress_min_bytes and "+" not in type_:
             packed = _compressor().compress(data)
             if len(packed) < len(data):
                 type_, data = type_ + _COMPRESS_SUFFIX, packed
+        sealer = as_sealer(self.serde)
         if sealer is not None:
-            suffix, data = sealer.seal(data, aad)
-            type_ = f"{type_}+{suffix}"
+            type_, data = seal_value(sealer, type_, data, aad)
         return type_, data
 
-    def load_value(self, type_: str, data: bytes | None, aad: bytes) -> Any:
-        """The inverse of `dump_value`."""
-        serde = self.serde
-        if isinstance(serde, Sealer):
-            type_, data = serde.unseal(type_, data or b"", aad)
-            serde = serde.inner
+    def unpack_value(self, type_: str, data: bytes | None, aad: bytes) -> tuple[str, bytes]:
+        """The inverse of `pack_value`: the serializer's type and bytes."""
+        sealer = as_sealer(self.serde)
+        if sealer is not None:
+            type_, data = unseal_value(sealer, type_, data, aad)
         if type_.endswith(_COMPRESS_SUFFIX) and data is not None:
             type_ = type_[: -len(_COMPRESS_SUFFIX)]
             data = _decompressor().decompress(data)
-        return serde.loads_typed((type_, data))  # type: ignore[arg-type]
+        return type_, data  # type: ignore[return-value]
+
+    @property
+    def append_cache(self) -> AppendCache:
+        """What this saver last stored or read of each list channel (for deltas)."""
+        cache = self.__dict__.get("_append_cache")
+        if cache is None:
+            cache = self.__dict__["_append_cache"] = AppendCache()
+        return cast(AppendCache, cache)
+
+    def load_blob(self, key: tuple[str, str, str], pieces: Sequence[tuple[str, str, bytes]]) -> Any:
+        """Rebuild a channel value from its stored pieces (version, type, bytes).
+
+        One piece is a whole value; more are a full list followed by the deltas
+        on top of it, oldest first. Lists are remembered for the next delta.
+        """
+        thread_id, ns, channel = key
+        raws = [
+            self.unpack_value(type_, data, binding("blob", thread_id, ns, channel, version))
+            for version, type_, data in pieces
+        ]
+        if len(raws) == 1:
+            type_, data = raws[0]
+        else:
+            type_, data = raws[-1][0], join_arrays([raw for _, raw in raws])
+        if type_ == "msgpack" and self.append_deltas:
+            self.append_cache.remember(key, pieces[-1][0], data, chain=len(raws) - 1)
+        return self.inner_serde.loads_typed((type_, data))
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         """The next channel version: a zero-padded counter and a random tail.
@@ -316,6 +516,22 @@ class SaverCore(BaseCheckpointSaver[str]):
         else:
             number = int(str(current).split(".", 1)[0])
         return f"{number + 1:032}.{random.random():016}"
+
+    def with_allowlist(self, extra_allowlist: Collection[tuple[str, ...]]) -> SaverCore:
+        """A shallow copy whose serializer accepts more msgpack types (strict mode).
+
+        LangGraph only knows how to widen its own serializers; an encrypting one
+        widens its inner serializer through `with_msgpack_allowlist`.
+        """
+        widen = getattr(self.serde, "with_msgpack_allowlist", None)
+        if not isinstance(self.serde, Sealer) or widen is None:
+            return cast(SaverCore, super().with_allowlist(extra_allowlist))
+        serde = widen(extra_allowlist)
+        if serde is self.serde:
+            return self
+        clone = copy.copy(self)
+        clone.serde = serde
+        return clone
 
     def metadata_projection(self, metadata: Mapping[str, Any]) -> Any:
         """The part of the metadata stored as JSONB, which `list(filter=...)` searches.
@@ -347,10 +563,8 @@ class SaverCore(BaseCheckpointSaver[str]):
             k: v for k, v in checkpoint.items() if k not in ("channel_values", "channel_versions")
         }
         inline: dict[str, Any] = {}
-        blob_channels: list[str] = []
-        blob_versions: list[str] = []
-        blob_types: list[str] = []
-        blob_values: list[bytes | None] = []
+        # channel -> (version, serde type, serialised bytes, delta plan or None)
+        blobs: dict[str, tuple[str, str, bytes, AppendPlan | None]] = {}
         for channel, value in checkpoint["channel_values"].items():
             if (value is None or isinstance(value, _INLINE_TYPES)) and not isinstance(
                 value, _DeltaSnapshot
@@ -358,42 +572,56 @@ class SaverCore(BaseCheckpointSaver[str]):
                 inline[channel] = value
             elif channel in new_versions:
                 version = str(new_versions[channel])
-                aad = binding("blob", thread_id, checkpoint_ns, check_id("channel", channel), version)
-                type_, data = self.dump_value(value, aad)
-                blob_channels.append(channel)
-                blob_versions.append(version)
-                blob_types.append(type_)
-                blob_values.append(data)
+                type_, data = self.inner_serde.dumps_typed(value)
+                plan = None
+                if self.append_deltas and type_ == "msgpack" and isinstance(value, list):
+                    key = (thread_id, checkpoint_ns, check_id("channel", channel))
+                    plan = self.append_cache.plan(
+                        key, version, data, full_every=self.full_value_every
+                    )
+                blobs[check_id("channel", channel)] = (version, type_, data, plan)
         record["channel_values"] = inline
         where = (thread_id, checkpoint_ns, checkpoint_id)
         type_, data = self.dump_value(record, binding("checkpoint", *where))
+        # LangGraph's helper strips NULs from top-level strings (JSONB cannot hold
+        # them); the blob can, so the caller's own values are kept as given.
         full_metadata = get_serializable_checkpoint_metadata(config, metadata)
+        full_metadata.update({k: v for k, v in metadata.items() if k != "writes"})  # type: ignore[typeddict-item]
         projection = self.metadata_projection(full_metadata)
         metadata_type, metadata_blob = self.dump_value(full_metadata, binding("metadata", *where))
         run_id = full_metadata.get("run_id")
-        yield Stmt(
-            "put_checkpoint",
-            {
-                "thread_id": thread_id,
-                "checkpoint_ns": checkpoint_ns,
-                "checkpoint_id": checkpoint_id,
-                "parent_checkpoint_id": parent_id,
-                "run_id": None if run_id is None else str(run_id),
-                "type": type_,
-                "checkpoint": data,
-                "channel_versions": Jsonb(
-                    {k: str(v) for k, v in checkpoint["channel_versions"].items()}
-                ),
-                "inline_channels": list(inline),
-                "metadata_type": metadata_type,
-                "metadata_blob": metadata_blob,
-                "metadata": Jsonb(projection),
-                "blob_channels": blob_channels,
-                "blob_versions": blob_versions,
-                "blob_types": blob_types,
-                "blob_values": blob_values,
-            },
-        )
+        params = {
+            "thread_id": thread_id,
+            "checkpoint_ns": checkpoint_ns,
+            "checkpoint_id": checkpoint_id,
+            "parent_checkpoint_id": parent_id,
+            "run_id": None if run_id is None else str(run_id),
+            "type": type_,
+            "checkpoint": data,
+            "channel_versions": Jsonb(
+                {k: str(v) for k, v in checkpoint["channel_versions"].items()}
+            ),
+            "inline_channels": list(inline),
+            "metadata_type": metadata_type,
+            "metadata_blob": metadata_blob,
+            "metadata": Jsonb(projection),
+            **self._blob_params(thread_id, checkpoint_ns, blobs, deltas=True),
+        }
+        try:
+            yield Stmt("put_checkpoint", params)
+        except ForeignKeyViolation:
+            # A delta's base was deleted (pruned) since this saver stored it:
+            # store whole values instead.
+            self.append_cache.forget_thread(thread_id)
+            params.update(self._blob_params(thread_id, checkpoint_ns, blobs, deltas=False))
+            yield Stmt("put_checkpoint", params)
+        if self.append_deltas:
+            for channel, (version, type_, data, plan) in blobs.items():
+                if type_ == "msgpack":
+                    chain = plan.chain if plan is not None else 0
+                    self.append_cache.remember(
+                        (thread_id, checkpoint_ns, channel), version, data, chain=chain
+                    )
         return {
             "configurable": {
                 "thread_id": thread_id,
@@ -475,6 +703,16 @@ class SaverCore(BaseCheckpointSaver[str]):
             raise InvalidInputError(f"limit must be a non-negative int or None, not {limit!r}")
         if filter is not None and not isinstance(filter, Mapping):
             raise InvalidInputError(f"filter must be a dict, not {type(filter).__name__}")
+        readable = getattr(self.serde, "filterable_metadata", None)
+        if filter and readable is not None:
+            # A key kept only in the encrypted copy would silently match nothing.
+            hidden = [k for k in filter if k not in readable and k not in _STRUCTURAL_KEYS]
+            if hidden:
+                raise InvalidInputError(
+                    f"cannot filter on metadata key {hidden[0]!r}: it is stored encrypted; "
+                    f"list it in EncryptedSerde(filterable_metadata=...) (now "
+                    f"{tuple(readable)!r}) to keep it readable in new checkpoints"
+                )
         projection, lossy = json_projection(dict(filter)) if filter else (None, False)
         params = {
             "thread_id": None if thread_id is None else check_id("thread_id", thread_id),
@@ -491,17 +729,98 @@ class SaverCore(BaseCheckpointSaver[str]):
 
     def delete_thread_op(self, thread_id: str) -> Op[None]:
         """Delete every checkpoint, blob and write of a thread."""
-        yield Stmt("delete_thread", {"thread_id": check_id("thread_id", thread_id)})
+        thread_id = check_id("thread_id", thread_id)
+        yield Stmt("delete_thread", {"thread_id": thread_id})
+        self.append_cache.forget_thread(thread_id)
 
     def copy_thread_op(self, source_thread_id: str, target_thread_id: str) -> Op[None]:
-        """Copy a thread's whole history, every namespace, to another thread id."""
-        yield Stmt(
-            "copy_thread",
-            {
-                "source_thread_id": check_id("thread_id", source_thread_id),
-                "target_thread_id": check_id("thread_id", target_thread_id),
-            },
-        )
+        """Copy a thread's whole history, every namespace, to another thread id.
+
+        Postgres copies the rows in one statement, unless the serializer seals
+        values to their thread: then they go through the client, re-sealed
+        for the target (`copy_thread_resealed_op`); the caller runs that in
+        one transaction.
+        """
+        source = check_id("thread_id", source_thread_id)
+        target = check_id("thread_id", target_thread_id)
+        if isinstance(self.serde, Sealer):
+            yield from self.copy_thread_resealed_op(self.serde, source, target)
+            return
+        yield Stmt("copy_thread", {"source_thread_id": source, "target_thread_id": target})
+
+    def copy_thread_resealed_op(self, sealer: Sealer, source: str, target: str) -> Op[None]:
+        """Copy a thread page by page, each value unsealed and sealed again for `target`.
+
+        Each page copies some checkpoints with the values and writes they refer
+        to, so rows a concurrent writer adds meanwhile are never half copied.
+        """
+
+        def reseal(kind: str, type_: str, data: bytes | None, *where: str | int) -> Any:
+            if type_ == "empty":
+                return type_, data
+            inner, plain = unseal_value(sealer, type_, data, binding(kind, source, *where))
+            return seal_value(sealer, inner, plain, binding(kind, target, *where))
+
+        after: Row | None = None
+        copied_blobs: set[tuple[str, str, str]] = set()
+        while True:
+            rows = yield Stmt(
+                "thread_checkpoints_page",
+                {
+                    "thread_id": source,
+                    "after_ns": None if after is None else after["checkpoint_ns"],
+                    "after_id": None if after is None else after["checkpoint_id"],
+                    "limit": self.copy_batch_size,
+                },
+                fetch=True,
+            )
+            if not rows:
+                return
+            page = {
+                "thread_id": source,
+                "checkpoint_nss": [r["checkpoint_ns"] for r in rows],
+                "checkpoint_ids": [r["checkpoint_id"] for r in rows],
+            }
+            blobs = yield Stmt("thread_blobs_of_checkpoints", page, fetch=True)
+            writes = yield Stmt("thread_writes_of_checkpoints", page, fetch=True)
+            params: dict[str, Any] = {"thread_id": target}
+            for row in rows:
+                where = (row["checkpoint_ns"], row["checkpoint_id"])
+                row["type"], row["checkpoint"] = reseal(
+                    "checkpoint", row["type"], row["checkpoint"], *where
+                )
+                row["metadata_type"], row["metadata_blob"] = reseal(
+                    "metadata", row["metadata_type"], row["metadata_blob"], *where
+                )
+            for column in _COPIED_CHECKPOINT_COLUMNS:
+                params[column] = [r[column] for r in rows]
+            new_blobs = []
+            for blob in blobs:
+                blob_key = (blob["checkpoint_ns"], blob["channel"], blob["version"])
+                if blob_key not in copied_blobs:
+                    copied_blobs.add(blob_key)
+                    blob["type"], blob["blob"] = reseal(
+                        "blob", blob["type"], blob["blob"], *blob_key
+                    )
+                    new_blobs.append(blob)
+            for column in ("checkpoint_ns", "channel", "version", "type", "blob"):
+                params[f"blob_{column}"] = [b[column] for b in new_blobs]
+            for w in writes:
+                w["type"], w["blob"] = reseal(
+                    "write",
+                    w["type"],
+                    w["blob"],
+                    w["checkpoint_ns"],
+                    w["checkpoint_id"],
+                    w["task_id"],
+                    w["idx"],
+                )
+            for column in _COPIED_WRITE_COLUMNS:
+                params[f"write_{column}"] = [w[column] for w in writes]
+            yield Stmt("insert_copied_rows", params)
+            if len(rows) < self.copy_batch_size:
+                return
+            after = rows[-1]
 
     def prune_op(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> Op[None]:
         """Prune threads in one transaction; the caller runs it in one.
@@ -590,6 +909,35 @@ class SaverCore(BaseCheckpointSaver[str]):
 
     # -- helpers ------------------------------------------------------------------
 
+    def _blob_params(
+        self,
+        thread_id: str,
+        ns: str,
+        blobs: Mapping[str, tuple[str, str, bytes, AppendPlan | None]],
+        *,
+        deltas: bool,
+    ) -> dict[str, list[Any]]:
+        params: dict[str, list[Any]] = {
+            "blob_channels": [],
+            "blob_versions": [],
+            "blob_types": [],
+            "blob_values": [],
+            "blob_bases": [],
+        }
+        for channel, (version, type_, data, plan) in blobs.items():
+            if deltas and plan is not None:
+                data, base = plan.payload, plan.base_version
+            else:
+                base = None
+            aad = binding("blob", thread_id, ns, channel, version)
+            packed_type, packed = self.pack_value(type_, data, aad)
+            params["blob_channels"].append(channel)
+            params["blob_versions"].append(version)
+            params["blob_types"].append(packed_type)
+            params["blob_values"].append(packed)
+            params["blob_bases"].append(base)
+        return params
+
     def _lock_threads_op(self, thread_ids: Sequence[str]) -> Op[None]:
         yield Stmt(
             "lock_threads_for_maintenance",
@@ -632,6 +980,7 @@ class SaverCore(BaseCheckpointSaver[str]):
             ch: [] for ch in channels
         }
         seeds: dict[str, Any] = {}
+        seed_pieces: dict[str, list[Row]] = {}
         inline_rows: list[Row] = []
         for row in rows:
             kind = row["kind"]
@@ -648,11 +997,17 @@ class SaverCore(BaseCheckpointSaver[str]):
                     )
                 )
             elif kind == "s":
-                if row["type"] != "empty":
-                    aad = binding("blob", thread_id, ns, row["channel"], row["version"])
-                    seeds[row["channel"]] = self.load_value(row["type"], row["blob"], aad)
+                seed_pieces.setdefault(row["channel"], []).append(row)
             elif kind == "i":
                 inline_rows.append(row)
+        for channel, chain in seed_pieces.items():
+            # Piece 0 is the seed itself; the highest piece is the full value.
+            chain.sort(key=lambda r: -r["idx"])
+            if chain[-1]["type"] != "empty":
+                seeds[channel] = self.load_blob(
+                    (thread_id, ns, channel),
+                    [(r["version"], r["type"], r["blob"]) for r in chain],
+                )
         for row in inline_rows:
             aad = binding("checkpoint", thread_id, ns, row["checkpoint_id"])
             values = self.load_value(row["type"], row["blob"], aad)["channel_values"]
@@ -676,6 +1031,8 @@ class SaverCore(BaseCheckpointSaver[str]):
             row["type"], row["checkpoint"], binding("checkpoint", thread_id, ns, checkpoint_id)
         )
         values = dict(record.get("channel_values") or {})
+        # Pieces come grouped by channel, a delta's bases first (see the fragment).
+        pieces: dict[str, list[tuple[str, str, bytes]]] = {}
         for channel, version, type_, data in zip(
             row["blob_channels"] or (),
             row["blob_versions"] or (),
@@ -683,9 +1040,10 @@ class SaverCore(BaseCheckpointSaver[str]):
             row["blob_values"] or (),
             strict=True,
         ):
-            if type_ != "empty":
-                aad = binding("blob", thread_id, ns, channel, version)
-                values[channel] = self.load_value(type_, data, aad)
+            pieces.setdefault(channel, []).append((version, type_, data))
+        for channel, chain in pieces.items():
+            if chain[-1][1] != "empty":
+                values[channel] = self.load_blob((thread_id, ns, channel), chain)
         record["channel_values"] = values
         record["channel_versions"] = dict(row["channel_versions"] or {})
         pending = [
@@ -722,7 +1080,11 @@ class SaverCore(BaseCheckpointSaver[str]):
             checkpoint=cast(Checkpoint, record),
             metadata=cast(CheckpointMetadata, metadata),
             parent_config={
-                "configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": parent}
+                "configurable": {
+                    "thread_id": thread_id,
+                    "checkpoint_ns": ns,
+                    "checkpoint_id": parent,
+                }
             }
             if parent
             else None,

@@ -37,7 +37,8 @@ def main() -> int:
     else:
         from pgcheckpoint.embedded import embedded_dsn
 
-        print("database: embedded PostgreSQL in .pgcheckpoint/pgdata (set PGCHECKPOINT_DSN to use yours)")
+        print("database: embedded PostgreSQL in .pgcheckpoint/pgdata")
+        print("          (set PGCHECKPOINT_DSN to use your own server)")
         dsn = embedded_dsn()
 
     class State(TypedDict):
@@ -72,7 +73,8 @@ def main() -> int:
         print("schema: migrated to the newest revision")
         graph = builder.compile(checkpointer=saver)
         print(f"run 1, thread {config['configurable']['thread_id']!r}:")
-        result = graph.invoke({"messages": [("human", "my parcel never arrived")]}, config)
+        first: Any = {"messages": [("human", "my parcel never arrived")]}
+        result = graph.invoke(first, config)
         question = result["__interrupt__"][0].value["question"]
         print(f"  paused: {question}  (next: {graph.get_state(config).next})")
 
@@ -82,7 +84,8 @@ def main() -> int:
         print("run 2, resuming from the saved checkpoint with 'yes':")
         result = graph.invoke(Command(resume="yes"), config)
         history = list(graph.get_state_history(config))
-        print(f"  finished with {len(result['messages'])} messages; {len(history)} checkpoints saved")
+        messages, saved = len(result["messages"]), len(history)
+        print(f"  finished with {messages} messages; {saved} checkpoints saved")
         saver.delete_thread(config["configurable"]["thread_id"])
         print("  demo thread deleted")
     return 0

@@ -11,12 +11,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from psycopg import AsyncConnection, Connection
+from psycopg import AsyncConnection, Connection, errors
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
-from .errors import PoolTimeoutError
+from .core import Op, Stmt
+from .errors import PgCheckpointError, PoolTimeoutError, SchemaOutOfDateError
+
+# What a statement raises when the schema lacks a table or column it expects. The
+# drivers catch these (free until raised) and ask `schema_error` what to say.
+SCHEMA_ERRORS = (errors.UndefinedTable, errors.UndefinedColumn)
 
 # Connection options psycopg takes that are not libpq parameters.
 _NOT_LIBPQ = {"autocommit", "prepare_threshold", "row_factory", "cursor_factory", "context"}
@@ -57,13 +62,19 @@ def conninfo_of(
         'host=127.0.0.1 user=postgres dbname=app'
     """
     if isinstance(conn, ConnectionPool | AsyncConnectionPool):
-        extra = {k: v for k, v in (conn.kwargs or {}).items() if k not in _NOT_LIBPQ}
+        kwargs = conn.kwargs if isinstance(conn.kwargs, Mapping) else {}
+        if not isinstance(conn.conninfo, str):
+            raise PgCheckpointError(
+                "this pool computes its conninfo at connect time, so pgcheckpoint cannot "
+                "open a connection of its own; run `pgcheckpoint migrate` instead of setup()"
+            )
+        extra = {k: v for k, v in kwargs.items() if k not in _NOT_LIBPQ}
         return make_conninfo(conn.conninfo, **extra)
-    params = conninfo_to_dict(conn.info.dsn)
+    params: dict[str, Any] = dict(conninfo_to_dict(conn.info.dsn))
     password = conn.info.password
     if password:
         params["password"] = password
-    return make_conninfo(**params)
+    return make_conninfo("", **params)
 
 
 def pool_timeout_error(
@@ -78,4 +89,52 @@ def pool_timeout_error(
         f"no connection became free in pool {pool.name!r} (max_size={pool.max_size}) "
         f"within {pool.timeout:.1f}s: raise max_size, or hold connections for less time "
         f"({exc})"
+    )
+
+
+def schema_revision_op(schema: str) -> Op[str | None]:
+    """Read the revision the schema is at; None when it was never migrated.
+
+    Example:
+        >>> op = schema_revision_op("public")
+        >>> next(op).name
+        'version_table_exists'
+    """
+    rows = yield Stmt("version_table_exists", {"schema": schema}, fetch=True)
+    if not rows or not rows[0]["present"]:
+        return None
+    rows = yield Stmt("schema_revision", fetch=True)
+    return str(rows[0]["version_num"]) if rows else None
+
+
+def schema_error(schema: str, revision: str | None) -> SchemaOutOfDateError | None:
+    """The error to raise instead of a missing table or column, if the schema explains it.
+
+    None when the schema is at the newest revision: then the original error
+    stands (something else removed the table).
+
+    Example:
+        >>> "`pgcheckpoint migrate --schema tenant_a`" in str(schema_error("tenant_a", None))
+        True
+    """
+    from . import migrate
+
+    newest = migrate.head()
+    if revision == newest:
+        return None
+    command = migrate.migrate_command(schema)
+    if revision is None:
+        return SchemaOutOfDateError(
+            f"schema {schema!r} has no pgcheckpoint tables: run `{command}` "
+            "with a role that may run DDL (or call saver.setup())"
+        )
+    if revision not in {rev for rev, _down, _title in migrate.history()}:
+        return SchemaOutOfDateError(
+            f"schema {schema!r} is at revision {revision!r}, which this version of "
+            f"pgcheckpoint does not know (its newest is {newest!r}): upgrade the "
+            "pgcheckpoint package to the version that migrated the database"
+        )
+    return SchemaOutOfDateError(
+        f"schema {schema!r} is at revision {revision!r} but this version of pgcheckpoint "
+        f"needs {newest!r}: run `{command}`"
     )

@@ -12,7 +12,6 @@ Example:
 
 from __future__ import annotations
 
-import psycopg
 from psycopg_pool import PoolTimeout
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 Example:
     >>> from pgcheckpoint import PostgresSaver
-    >>> with PostgresSaver.from_conn_string("postgresql://postgres@127.0.0.1/app") as saver:  # doctest: +SKIP
+    >>> with PostgresSaver.from_conn_string(DSN) as saver:  # doctest: +SKIP
     ...     saver.setup()
     ...     graph = builder.compile(checkpointer=saver)
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
@@ -23,13 +23,34 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
-from psycopg import Capabilities, Connection, Cursor, Pipeline
+from psycopg import Capabilities, Connection, Cursor, Error, Pipeline
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from . import migrate
-from .core import Op, SaverCore
-from .drivers import conninfo_of, pool_settings, pool_timeout_error
+from .core import Op, SaverCore, thread_of
+from .drivers import (
+    SCHEMA_ERRORS,
+    conninfo_of,
+    pool_settings,
+    pool_timeout_error,
+    schema_error,
+    schema_revision_op,
+)
+from .errors import PoolTimeoutError, SchemaOutOfDateError, ThreadBusyError
+from .locking import (
+    ResumableGraph,
+    ThreadLock,
+    acquire_op,
+    holding,
+    log_lost,
+    log_not_held,
+    not_held_error,
+    pool_lock_slots,
+    release_op,
+    resume_command,
+    slots_timeout_message,
+)
 from .queries import Queries
 
 __all__ = ["PostgresSaver"]
@@ -102,7 +123,7 @@ class PostgresSaver(SaverCore):
             schema: The Postgres schema that holds the tables.
 
         Example:
-            >>> with PostgresSaver.from_conn_string(DSN, pool={"max_size": 8}) as saver:  # doctest: +SKIP
+            >>> with PostgresSaver.from_conn_string(DSN, pool=True) as saver:  # doctest: +SKIP
             ...     graph = builder.compile(checkpointer=saver)
         """
         if pool:
@@ -144,23 +165,45 @@ class PostgresSaver(SaverCore):
                 yield self.conn
 
     def _run(self, op: Op[T], *, atomic: bool = False) -> T:
-        with self._connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-            in_pipe = self.pipe is not None and conn is self.conn
-            if atomic or not conn.autocommit:
-                with conn.transaction():
+        try:
+            # binary results: bytea arrives as its bytes, not as hex text twice the size
+            with (
+                self._connection() as conn,
+                conn.cursor(row_factory=dict_row, binary=True) as cur,
+            ):
+                in_pipe = self.pipe is not None and conn is self.conn
+                if atomic or not conn.autocommit:
+                    with conn.transaction():
+                        result = self._drive(cur, op)
+                else:
                     result = self._drive(cur, op)
-            else:
-                result = self._drive(cur, op)
-            if in_pipe and self.pipe is not None:
-                self.pipe.sync()
-            return result
+                if in_pipe and self.pipe is not None:
+                    self.pipe.sync()
+                return result
+        except SCHEMA_ERRORS as exc:
+            error = self._schema_error()
+            if error is None:
+                raise
+            raise error from exc
+
+    def _schema_error(self) -> SchemaOutOfDateError | None:
+        try:
+            revision = self._run(schema_revision_op(self.schema))
+        except Exception:  # the original error says more than a failed check
+            return None
+        return schema_error(self.schema, revision)
 
     def _drive(self, cur: Cursor[DictRow], op: Op[T]) -> T:
         try:
             stmt = next(op)
             while True:
-                cur.execute(self.queries[stmt.name], stmt.params)
-                stmt = op.send(cur.fetchall() if stmt.fetch else [])
+                try:
+                    cur.execute(self.queries[stmt.name], stmt.params)
+                    rows = cur.fetchall() if stmt.fetch else []
+                except Error as exc:  # raised at the op's yield: it may handle it
+                    stmt = op.throw(exc)
+                else:
+                    stmt = op.send(rows)
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
 
@@ -233,7 +276,7 @@ class PostgresSaver(SaverCore):
         Example:
             >>> saver.copy_thread("t1", "t1-copy")  # doctest: +SKIP
         """
-        self._run(self.copy_thread_op(source_thread_id, target_thread_id))
+        self._run(self.copy_thread_op(source_thread_id, target_thread_id), atomic=True)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Keep only each namespace's latest checkpoint, or delete the threads.
@@ -260,6 +303,136 @@ class PostgresSaver(SaverCore):
         """Writes and seed of `DeltaChannel`s along the parent chain, in one query.
 
         Example:
-            >>> saver.get_delta_channel_history(config=config, channels=["messages"])  # doctest: +SKIP
+            >>> saver.get_delta_channel_history(config=cfg, channels=["m"])  # doctest: +SKIP
         """
         return self._run(self.delta_history_op(config, channels))
+
+    # -- thread locks -------------------------------------------------------------
+
+    @contextmanager
+    def lock_thread(self, thread_id: str, timeout: float | None = 0) -> Iterator[ThreadLock]:
+        """Hold a thread's lock: no other worker runs the thread until the block ends.
+
+        A PostgreSQL session advisory lock on a connection reserved for the
+        block: taken from the pool (at most `max_size - 1` at once, so one is
+        always left for saving checkpoints), or a new connection for a saver
+        over one connection. A guarded run thus needs one connection more than
+        an unguarded one. The lock is released however the block ends; if the
+        process dies or the connection drops, PostgreSQL frees it as soon as it
+        sees the session end.
+
+        Args:
+            thread_id: The thread to lock.
+            timeout: 0 tries once; a number of seconds waits up to that long
+                (waiters are served in turn); None waits until the thread is free.
+
+        Yields:
+            The `ThreadLock` held, with the backend pid that holds it.
+
+        Raises:
+            ThreadBusyError: Another worker holds the lock (its backend pid in
+                `holder_pid`, when PostgreSQL can tell), or this block already does.
+            PgCheckpointError: The connection goes through a pooler in
+                transaction mode, where session locks cannot work.
+
+        Example:
+            >>> with saver.lock_thread("t1", timeout=5):  # doctest: +SKIP
+            ...     graph.invoke(Command(resume="yes"), {"configurable": {"thread_id": "t1"}})
+        """
+        with self._lock_connection() as conn:
+            op = acquire_op(thread_id, schema=self.schema, timeout=timeout)
+            lock = self._drive_lock(conn, op)
+            try:
+                with holding(lock):
+                    yield lock
+            except BaseException:
+                if not self._unlock(conn, lock):
+                    log_not_held(lock)
+                raise
+            if not self._unlock(conn, lock):
+                raise not_held_error(lock)
+
+    def resume(
+        self,
+        graph: ResumableGraph,
+        config: RunnableConfig,
+        value: Any,
+        *,
+        timeout: float | None = 0,
+        **invoke_kwargs: Any,
+    ) -> Any:
+        """Resume an interrupted thread under its lock: lock, invoke, unlock.
+
+        Runs `graph.invoke(Command(resume=value), config, **invoke_kwargs)` in
+        `lock_thread`. With `timeout=0` a second resume of the same thread (a
+        double click, a redelivered message) fails with `ThreadBusyError`
+        instead of running the node twice; with a timeout it runs after the
+        first, from the checkpoint the first one left.
+
+        Args:
+            graph: A graph compiled with `checkpointer=` this saver.
+            config: The thread's config, `{"configurable": {"thread_id": ...}}`.
+            value: What `interrupt()` returns in the resumed node.
+            timeout: As in `lock_thread`.
+            **invoke_kwargs: Passed to `graph.invoke`.
+
+        Returns:
+            What `graph.invoke` returns.
+
+        Example:
+            >>> config = {"configurable": {"thread_id": "t1"}}
+            >>> saver.resume(graph, config, "approve", timeout=0)  # doctest: +SKIP
+        """
+        command = resume_command(graph, self, value)
+        with self.lock_thread(thread_of(config)[0], timeout=timeout):
+            return graph.invoke(command, config, **invoke_kwargs)
+
+    @contextmanager
+    def _lock_connection(self) -> Iterator[Connection[Any]]:
+        if not isinstance(self.conn, ConnectionPool):
+            # the saver's own connection keeps serving its statements meanwhile
+            with Connection.connect(
+                conninfo_of(self.conn), autocommit=True, prepare_threshold=None
+            ) as conn:
+                yield conn
+            return
+        pool = self.conn
+        slots = pool_lock_slots(pool, threading.BoundedSemaphore)
+        if not slots.acquire(timeout=pool.timeout):
+            raise PoolTimeoutError(slots_timeout_message(pool))
+        try:
+            try:
+                conn = pool.getconn()
+            except PoolTimeout as exc:
+                raise pool_timeout_error(pool, exc) from exc
+            autocommit = conn.autocommit
+            try:
+                conn.autocommit = True
+                yield conn
+            finally:
+                if not conn.closed and not autocommit:
+                    conn.autocommit = False
+                pool.putconn(conn)  # a closed one is replaced
+        finally:
+            slots.release()
+
+    def _drive_lock(self, conn: Connection[Any], op: Op[T]) -> T:
+        try:
+            with conn.cursor(row_factory=dict_row) as cur:
+                return self._drive(cur, op)
+        except ThreadBusyError:
+            raise  # not taken: the connection holds nothing
+        except BaseException:
+            conn.close()  # it may hold the lock; ending the session frees it
+            raise
+
+    def _unlock(self, conn: Connection[Any], lock: ThreadLock) -> bool:
+        # False when the session no longer held the lock (then closed)
+        try:
+            released = self._drive_lock(conn, release_op(lock))
+        except Error as exc:
+            log_lost(lock, exc)
+            return True
+        if not released:
+            conn.close()
+        return released

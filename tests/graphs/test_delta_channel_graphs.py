@@ -143,7 +143,7 @@ def test_prune_while_thread_is_written_loses_nothing(db_dsn: str) -> None:
             try:
                 while not stop.is_set():
                     saver.prune(["live"], strategy="keep_latest")
-            except BaseException as exc:  # noqa: BLE001 - reported below
+            except BaseException as exc:
                 errors.append(exc)
 
         worker = threading.Thread(target=pruner)

@@ -61,12 +61,18 @@ class Writer:
         self.saver.put(config, cp, metadata or {"source": "loop", "step": 0}, new_versions)  # type: ignore[arg-type]
         return str(cp["id"])
 
-    def write(self, at: str, writes: list[tuple[str, Any]], task_id: str, task_path: str = "") -> None:
-        config = {"configurable": {"thread_id": THREAD, "checkpoint_ns": self.ns, "checkpoint_id": at}}
+    def write(
+        self, at: str, writes: list[tuple[str, Any]], task_id: str, task_path: str = ""
+    ) -> None:
+        config = {
+            "configurable": {"thread_id": THREAD, "checkpoint_ns": self.ns, "checkpoint_id": at}
+        }
         self.saver.put_writes(config, writes, task_id, task_path)  # type: ignore[arg-type]
 
     def history(self, target: str, channels: list[str]) -> Any:
-        config = {"configurable": {"thread_id": THREAD, "checkpoint_ns": self.ns, "checkpoint_id": target}}
+        config = {
+            "configurable": {"thread_id": THREAD, "checkpoint_ns": self.ns, "checkpoint_id": target}
+        }
         return self.saver.get_delta_channel_history(config=config, channels=channels)  # type: ignore[arg-type]
 
 
@@ -194,7 +200,9 @@ async def test_async_history_equals_in_memory(db_dsn: str, scenario: Scenario) -
         # another thread; the result is then read through the async method too.
         writer = Writer(saver)
         target, channels = await asyncio.to_thread(scenario, writer)
-        config = {"configurable": {"thread_id": THREAD, "checkpoint_ns": "", "checkpoint_id": target}}
+        config = {
+            "configurable": {"thread_id": THREAD, "checkpoint_ns": "", "checkpoint_id": target}
+        }
         got = await saver.aget_delta_channel_history(config=config, channels=channels)  # type: ignore[arg-type]
     assert got == expected
 
@@ -244,7 +252,9 @@ def test_default_walk_agrees(db_dsn: str) -> None:
             saver.delete_thread(THREAD)
             writer = Writer(saver)
             target, channels = scenario(writer)
-            config = {"configurable": {"thread_id": THREAD, "checkpoint_ns": "", "checkpoint_id": target}}
+            config = {
+                "configurable": {"thread_id": THREAD, "checkpoint_ns": "", "checkpoint_id": target}
+            }
             fast = saver.get_delta_channel_history(config=config, channels=channels)  # type: ignore[arg-type]
             walked = BaseCheckpointSaver.get_delta_channel_history(
                 saver,
