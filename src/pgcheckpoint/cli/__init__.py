@@ -1,0 +1,311 @@
+"""The `pgcheckpoint` command line.
+
+Every command group is a module of this package named in `COMMAND_MODULES`.
+A module exposes `register(subparsers)`, which adds its commands with
+`add_command(subparsers, "name", help="...")` and points each at a handler
+(`parser.set_defaults(handler=fn)`; `fn(args) -> int` returns the exit code).
+Modules import only the standard library at top level and the rest inside
+their handlers, so building the parser stays cheap; a module that fails to
+import is left out, and the other commands keep working.
+
+Handlers raise `CliError` (or any `PgCheckpointError`, or a psycopg error) for
+failures a user can fix: `main` prints the message without a traceback.
+
+Exit codes: 0 done, 1 the operation failed, 2 bad usage or configuration,
+130 interrupted.
+
+Example:
+    >>> from pgcheckpoint.cli import main
+    >>> main(["migrate", "--dsn", "postgresql://postgres@127.0.0.1/app"])  # doctest: +SKIP
+    0
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import re
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import PgCheckpointError
+
+__all__ = [
+    "COMMAND_MODULES",
+    "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "CliError",
+    "add_command",
+    "add_connection_options",
+    "main",
+    "resolve_dsn",
+    "resolve_schema",
+]
+
+# Modules of this package that add commands, in `--help` order. Append yours.
+COMMAND_MODULES: list[str] = [
+    "migrate",
+    "import_langgraph",
+    "rotate_key",
+    "threads",
+]
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+# Postgres truncates longer identifiers, so a longer schema would silently differ.
+_MAX_IDENTIFIER_BYTES = 63
+# SQLAlchemy-style URLs ("postgresql+psycopg://") are common in DATABASE_URL.
+_DRIVER_SUFFIX = re.compile(r"^(postgres(?:ql)?)\+\w+://")
+
+
+class CliError(PgCheckpointError):
+    """A failure the user can fix; printed without a traceback.
+
+    Attributes:
+        exit_code: The process exit code (`EXIT_FAILED` or `EXIT_USAGE`).
+
+    Example:
+        >>> CliError("no database given", exit_code=EXIT_USAGE).exit_code
+        2
+    """
+
+    def __init__(self, message: str, *, exit_code: int = EXIT_FAILED) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def add_connection_options(parser: argparse.ArgumentParser, *, schema: bool = True) -> None:
+    """Add `--dsn` (and `--schema`) to a command.
+
+    The options are also accepted before the command name; see `resolve_dsn`.
+
+    Example:
+        >>> p = argparse.ArgumentParser()
+        >>> add_connection_options(p)
+        >>> resolve_schema(p.parse_args(["--schema", "tenant_a"]))
+        'tenant_a'
+    """
+    group = parser.add_argument_group("connection")
+    group.add_argument(
+        "--dsn",
+        default=argparse.SUPPRESS,
+        help="libpq connection string or URI (default: $PGCHECKPOINT_DSN, else $DATABASE_URL)",
+    )
+    if schema:
+        group.add_argument(
+            "--schema",
+            default=argparse.SUPPRESS,
+            help="Postgres schema of the pgcheckpoint tables (default: public)",
+        )
+
+
+def add_command(
+    subparsers: Any, name: str, *, help: str, description: str | None = None, **kwargs: Any
+) -> argparse.ArgumentParser:
+    """Add a command with the shared connection options.
+
+    Example:
+        >>> def register(subparsers):
+        ...     p = add_command(subparsers, "stats", help="show table sizes")
+        ...     p.set_defaults(handler=lambda args: 0)
+    """
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        name, help=help, description=description or help, **kwargs
+    )
+    add_connection_options(parser)
+    return parser
+
+
+def resolve_dsn(args: argparse.Namespace) -> str:
+    """The DSN: `--dsn`, else `$PGCHECKPOINT_DSN`, else `$DATABASE_URL`.
+
+    A SQLAlchemy-style scheme (`postgresql+psycopg://`) is reduced to the one
+    libpq reads.
+
+    Example:
+        >>> resolve_dsn(argparse.Namespace(dsn="postgresql+psycopg://u@h/db"))
+        'postgresql://u@h/db'
+    """
+    dsn = (
+        getattr(args, "dsn", None)
+        or os.environ.get("PGCHECKPOINT_DSN")
+        or os.environ.get("DATABASE_URL")
+    )
+    if not dsn:
+        raise CliError(
+            "no database given: pass --dsn postgresql://user@host/db, "
+            "or set PGCHECKPOINT_DSN or DATABASE_URL",
+            exit_code=EXIT_USAGE,
+        )
+    dsn = _DRIVER_SUFFIX.sub(r"\1://", dsn)
+    from psycopg import ProgrammingError
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        conninfo_to_dict(dsn)
+    except ProgrammingError as exc:
+        raise CliError(f"invalid DSN: {exc}", exit_code=EXIT_USAGE) from exc
+    return dsn
+
+
+def resolve_schema(args: argparse.Namespace) -> str:
+    """The schema of `--schema` (default "public"), checked.
+
+    Example:
+        >>> resolve_schema(argparse.Namespace())
+        'public'
+    """
+    schema: str = getattr(args, "schema", None) or "public"
+    size = len(schema.encode("utf-8"))
+    if size > _MAX_IDENTIFIER_BYTES:
+        raise CliError(
+            f"schema name {schema!r} is {size} bytes long; Postgres allows "
+            f"{_MAX_IDENTIFIER_BYTES}, use a shorter name",
+            exit_code=EXIT_USAGE,
+        )
+    return schema
+
+
+def schema_option(schema: str) -> str:
+    """The `--schema` option to repeat in a suggested command ("" for public).
+
+    Example:
+        >>> schema_option("tenant_a")
+        ' --schema tenant_a'
+    """
+    from ..migrate import schema_option as option
+
+    return option(schema)
+
+
+def build_parser() -> tuple[argparse.ArgumentParser, dict[str, BaseException]]:
+    """The parser with every command that loaded, and the modules that did not.
+
+    Example:
+        >>> parser, broken = build_parser()
+        >>> broken
+        {}
+    """
+    from .. import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="pgcheckpoint",
+        description="Manage pgcheckpoint's PostgreSQL schema and data.",
+    )
+    parser.add_argument("--version", action="version", version=f"pgcheckpoint {__version__}")
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="log what is being done (e.g. each revision)"
+    )
+    parser.add_argument(
+        "--traceback", action="store_true", help="show a traceback for every error (debugging)"
+    )
+    add_connection_options(parser)
+    subparsers = parser.add_subparsers(title="commands", metavar="COMMAND")
+    broken: dict[str, BaseException] = {}
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"{__name__}.{name}")
+            module.register(subparsers)
+        except Exception as exc:  # one broken module must not take the others down
+            broken[name] = exc
+    return parser, broken
+
+
+def _requested(argv: Sequence[str]) -> str | None:
+    """The command name in argv, skipping top-level options and their values."""
+    takes_value = {"--dsn", "--schema"}
+    skip = False
+    for token in argv:
+        if skip:
+            skip = False
+        elif token in takes_value:
+            skip = True
+        elif not token.startswith("-"):
+            return token
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run `pgcheckpoint` with `argv` (default: the process arguments).
+
+    Returns the exit code instead of exiting, so callers and tests can use it.
+
+    Example:
+        >>> main(["history"])  # doctest: +SKIP
+        0
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser, broken = build_parser()
+    wanted = _requested(argv)
+    for module, exc in broken.items():
+        if wanted == module.replace("_", "-"):
+            print(
+                f"pgcheckpoint: error: command {wanted!r} is unavailable: module "
+                f"'pgcheckpoint.cli.{module}' failed to load ({type(exc).__name__}: {exc})",
+                file=sys.stderr,
+            )
+            return EXIT_FAILED
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, usage errors
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    if args.verbose:
+        logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    try:
+        return int(handler(args))
+    except KeyboardInterrupt:
+        print("pgcheckpoint: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # e.g. `pgcheckpoint history | head -1`
+        _silence_stdout()
+        return EXIT_OK
+    except Exception as exc:
+        code = _expected_exit_code(exc)
+        if code is None or args.traceback:
+            raise
+        print(f"pgcheckpoint: error: {_message(exc)}", file=sys.stderr)
+        return code
+
+
+def _expected_exit_code(exc: BaseException) -> int | None:
+    if isinstance(exc, CliError):
+        return exc.exit_code
+    if isinstance(exc, PgCheckpointError):
+        return EXIT_FAILED
+    import psycopg
+
+    if isinstance(exc, psycopg.Error):
+        return EXIT_FAILED
+    return None
+
+
+def _message(exc: BaseException) -> str:
+    import psycopg
+
+    text = str(exc).strip()
+    if isinstance(exc, psycopg.OperationalError) and not isinstance(exc, PgCheckpointError):
+        return f"cannot use the database: {text}"
+    if isinstance(exc, psycopg.Error) and not isinstance(exc, PgCheckpointError):
+        return f"{type(exc).__name__}: {text}"
+    return text
+
+
+def _silence_stdout() -> None:
+    # Python flushes stdout at exit; a closed pipe would raise again there.
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
