@@ -10,12 +10,13 @@ plain Alembic: `alembic -c migrations/alembic.ini -x dsn=postgresql://... upgrad
 from __future__ import annotations
 
 import os
+from contextlib import nullcontext
 
 import psycopg
 from alembic import context
 from sqlalchemy import create_engine, pool, text
 
-from pgcheckpoint.migrate import ident
+from pgcheckpoint.migrate import ident, migration_lock
 
 VERSION_TABLE = "pgcheckpoint_alembic_version"
 
@@ -46,6 +47,10 @@ def run_offline() -> None:
         version_table_schema=schema,
         transaction_per_migration=True,
     )
+    # before the version table, which lives in the schema ("public" always exists, and
+    # CREATE SCHEMA IF NOT EXISTS would still ask for CREATE on the database)
+    if schema != "public":
+        context.execute(f"CREATE SCHEMA IF NOT EXISTS {ident(schema)}")
     with context.begin_transaction():
         context.run_migrations(schema=schema)
 
@@ -61,13 +66,25 @@ def run_online() -> None:
         creator=lambda: psycopg.connect(dsn),
         poolclass=pool.NullPool,
     )
-    with engine.connect() as conn:
+    # plain `alembic` gets the same lock as `pgcheckpoint migrate`, so the two can race
+    lock = (
+        nullcontext()
+        if config.attributes.get("locked_by_caller")
+        else migration_lock(dsn, schema, timeout=600)
+    )
+    with lock, engine.connect() as conn:
         _run(conn)
     engine.dispose()
 
 
 def _run(connection) -> None:  # type: ignore[no-untyped-def]
-    connection.execute(text(f"CREATE SCHEMA IF NOT EXISTS {ident(schema)}"))
+    # CREATE SCHEMA IF NOT EXISTS needs CREATE on the database even when the schema
+    # exists; a migrating role that only owns its schema must not need it
+    exists = connection.execute(
+        text("SELECT 1 FROM pg_namespace WHERE nspname = :schema"), {"schema": schema}
+    ).first()
+    if exists is None:
+        connection.execute(text(f"CREATE SCHEMA IF NOT EXISTS {ident(schema)}"))
     connection.commit()
     context.configure(
         connection=connection,

@@ -16,6 +16,8 @@ Example:
 from __future__ import annotations
 
 import io
+import logging
+import shlex
 import time
 import zlib
 from collections.abc import Iterator
@@ -32,6 +34,7 @@ from .resources import migrations_dir
 
 __all__ = [
     "LOCK_CLASS_MIGRATE",
+    "TABLES",
     "VERSION_TABLE",
     "create_index_concurrently",
     "current",
@@ -40,14 +43,22 @@ __all__ = [
     "head",
     "history",
     "ident",
+    "migrate_command",
+    "migration_lock",
     "offline_sql",
+    "runtime_grants",
+    "schema_option",
     "upgrade",
 ]
 
 VERSION_TABLE = "pgcheckpoint_alembic_version"
+# The tables the savers read and write at run time (a revision adding one adds it here).
+TABLES = ("pgc_checkpoints", "pgc_blobs", "pgc_writes")
 # First key of pgcheckpoint's two-key advisory locks ("pgcm" in ASCII); the
 # second is a hash of the schema. Two-key locks never meet one-bigint locks.
 LOCK_CLASS_MIGRATE = 0x7067636D
+
+_log = logging.getLogger(__name__)
 
 
 def ident(name: str) -> str:
@@ -60,6 +71,47 @@ def ident(name: str) -> str:
     return sql.Identifier(name).as_string(None)
 
 
+def runtime_grants(role: str, schema: str = "public") -> list[str]:
+    """The GRANTs an application role needs to run the savers, and nothing more.
+
+    Reading and writing the tables, plus reading the version table (so a schema
+    that is behind is reported as such). No DDL: the migrating role keeps that.
+    The statements are idempotent; run them again after a release whose
+    migrations add a table.
+
+    Example:
+        >>> runtime_grants("app", "tenant_a")[0]
+        'GRANT USAGE ON SCHEMA "tenant_a" TO "app"'
+    """
+    s, r = ident(schema), ident(role)
+    tables = ", ".join(f"{s}.{table}" for table in TABLES)
+    return [
+        f"GRANT USAGE ON SCHEMA {s} TO {r}",
+        f"GRANT SELECT, INSERT, UPDATE, DELETE ON {tables} TO {r}",
+        f"GRANT SELECT ON {s}.{VERSION_TABLE} TO {r}",
+    ]
+
+
+def migrate_command(schema: str = "public") -> str:
+    """The shell command that migrates `schema`, for messages.
+
+    Example:
+        >>> migrate_command("tenant a")
+        "pgcheckpoint migrate --schema 'tenant a'"
+    """
+    return f"pgcheckpoint migrate{schema_option(schema)}"
+
+
+def schema_option(schema: str) -> str:
+    """The `--schema` option to repeat in a suggested command ("" for public).
+
+    Example:
+        >>> schema_option("tenant_a")
+        ' --schema tenant_a'
+    """
+    return "" if schema == "public" else f" --schema {shlex.quote(schema)}"
+
+
 def _signed32(data: str) -> int:
     value = zlib.crc32(data.encode("utf-8"))
     return value - (1 << 32) if value >= 1 << 31 else value
@@ -69,13 +121,26 @@ def _config(conninfo: str | None, schema: str) -> Config:
     cfg = Config()
     cfg.set_main_option("script_location", str(migrations_dir()))
     cfg.attributes["schema"] = schema
+    # env.py takes the migration lock itself only when plain `alembic` runs it
+    cfg.attributes["locked_by_caller"] = True
     if conninfo is not None:
         cfg.attributes["dsn"] = conninfo
     return cfg
 
 
 @contextmanager
-def _migration_lock(conninfo: str, schema: str, timeout: float) -> Iterator[None]:
+def migration_lock(
+    conninfo: str, schema: str = "public", *, timeout: float = 600
+) -> Iterator[None]:
+    """Hold the lock that serialises migrations of `schema` in this database.
+
+    Taken by polling `pg_try_advisory_lock` on a connection of its own, which
+    holds no transaction open, so it never blocks a concurrent index build.
+
+    Example:
+        >>> with migration_lock("postgresql://postgres@127.0.0.1/app"):  # doctest: +SKIP
+        ...     pass
+    """
     key = _signed32(f"migrate:{schema}")
     with psycopg.connect(conninfo, autocommit=True) as conn:
         deadline = time.monotonic() + timeout
@@ -98,7 +163,7 @@ def _migration_lock(conninfo: str, schema: str, timeout: float) -> Iterator[None
 
 def upgrade(
     conninfo: str, *, schema: str = "public", revision: str = "head", lock_timeout: float = 600
-) -> None:
+) -> str | None:
     """Upgrade the schema to `revision` (default: the newest), creating it if needed.
 
     Safe to call from many processes at once, and to re-run after an
@@ -110,23 +175,54 @@ def upgrade(
         revision: The target revision id, or "head".
         lock_timeout: Seconds to wait for another process's migration.
 
+    Returns:
+        The revision the schema was at when this call got the lock (None if
+        never migrated); equal to the new one when there was nothing to do.
+
     Example:
         >>> upgrade("postgresql://postgres@127.0.0.1/app", schema="tenant_a")  # doctest: +SKIP
+        '0001'
     """
-    with _migration_lock(conninfo, schema, lock_timeout):
+    with migration_lock(conninfo, schema, timeout=lock_timeout):
+        before = current(conninfo, schema=schema)
+        known = [rev for rev, _down, _title in history()]
+        if before is not None and before not in known and revision == "head":
+            # A newer pgcheckpoint migrated it; its changes are additive for a
+            # release, so this older version runs on it: a rolling deploy must not
+            # fail here.
+            _log.warning(
+                "schema %r is at revision %r, newer than this pgcheckpoint's %r; "
+                "leaving it as it is",
+                schema,
+                before,
+                known[-1],
+            )
+            return before
+        if before in known and revision in known and known.index(revision) < known.index(before):
+            raise PgCheckpointError(
+                f"schema {schema!r} is at revision {before!r}, past {revision!r}: to go "
+                f"back, run `pgcheckpoint downgrade {revision}{schema_option(schema)}`"
+            )
         command.upgrade(_config(conninfo, schema), revision)
+    return before
 
 
 def downgrade(
     conninfo: str, revision: str, *, schema: str = "public", lock_timeout: float = 600
-) -> None:
+) -> str | None:
     """Downgrade the schema to `revision` ("base" removes every table).
+
+    Returns:
+        The revision the schema was at when this call got the lock.
 
     Example:
         >>> downgrade("postgresql://postgres@127.0.0.1/app", "base")  # doctest: +SKIP
+        '0002'
     """
-    with _migration_lock(conninfo, schema, lock_timeout):
+    with migration_lock(conninfo, schema, timeout=lock_timeout):
+        before = current(conninfo, schema=schema)
         command.downgrade(_config(conninfo, schema), revision)
+    return before
 
 
 def current(conninfo: str, *, schema: str = "public") -> str | None:

@@ -1,0 +1,201 @@
+"""`pgcheckpoint import-langgraph`: copy threads from the official saver's tables.
+
+Reads the `checkpoints`, `checkpoint_blobs` and `checkpoint_writes` tables of
+`langgraph-checkpoint-postgres` (same database, or `--from-dsn`) and writes
+every thread into pgcheckpoint's tables, a page of checkpoints per
+transaction. Rows already copied are skipped, so the command can be re-run
+after an interruption, or again after the application switched savers to pick
+up what the old one wrote meanwhile.
+
+Example:
+    $ pgcheckpoint migrate --dsn postgresql://deploy@db/app
+    $ pgcheckpoint import-langgraph --dsn postgresql://deploy@db/app
+    $ pgcheckpoint import-langgraph --dsn postgresql://new/app --from-dsn postgresql://old/app
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Iterator
+from typing import Any, TypeVar
+
+from . import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, add_command, resolve_dsn, resolve_schema
+
+T = TypeVar("T")
+
+
+def register(subparsers: Any) -> None:
+    """Add the `import-langgraph` command."""
+    p = add_command(
+        subparsers,
+        "import-langgraph",
+        help="copy every thread from langgraph-checkpoint-postgres tables into pgcheckpoint's",
+        description=(
+            "Copy every thread from the tables of the official langgraph-checkpoint-postgres "
+            "saver into pgcheckpoint's tables (--dsn, --schema; migrated first). Idempotent "
+            "and resumable: rows already copied are skipped."
+        ),
+    )
+    p.add_argument(
+        "--from-dsn",
+        metavar="DSN",
+        help="database of the official saver's tables (default: the --dsn database)",
+    )
+    p.add_argument(
+        "--from-schema",
+        default="public",
+        metavar="SCHEMA",
+        help="schema of the official saver's tables (default: public)",
+    )
+    p.add_argument(
+        "--thread",
+        action="append",
+        metavar="THREAD_ID",
+        help="copy only this thread (repeatable)",
+    )
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=200,
+        metavar="N",
+        help="checkpoints per transaction (default: 200)",
+    )
+    p.add_argument(
+        "--serde",
+        metavar="MODULE:NAME",
+        help="serializer your pgcheckpoint savers use, e.g. an encrypting one "
+        "(default: LangGraph's)",
+    )
+    p.add_argument(
+        "--from-serde",
+        metavar="MODULE:NAME",
+        help="serializer the official saver was given, when not LangGraph's default",
+    )
+    p.set_defaults(handler=run_import)
+
+
+def run_import(args: argparse.Namespace) -> int:
+    import psycopg
+    from psycopg.rows import dict_row
+
+    from .. import migrate
+    from ..core import SaverCore
+    from ..importer import ImportStats, LangGraphImporter
+    from ..queries import Queries
+    from .progress import Progress
+
+    schema = resolve_schema(args)
+    dsn = resolve_dsn(args)
+    from_dsn = args.from_dsn or dsn
+    if args.batch_size < 1:
+        raise CliError("--batch-size must be at least 1", exit_code=EXIT_USAGE)
+    serde = _load_serde(args.serde, "--serde") if args.serde else None
+    source_serde = _load_serde(args.from_serde, "--from-serde") if args.from_serde else None
+    revision = migrate.current(dsn, schema=schema)
+    if revision != migrate.head():
+        raise CliError(
+            f"schema {schema!r} is at {revision or 'no revision'}, not {migrate.head()!r}: "
+            f"run `{migrate.migrate_command(schema)}` first"
+        )
+    importer = LangGraphImporter(
+        SaverCore(serde=serde), source_serde=source_serde, batch_size=args.batch_size
+    )
+    stats = ImportStats()
+    failed: list[str] = []
+    # No prepared statements: the command may go through a pooler like the app does.
+    with (
+        psycopg.connect(from_dsn, autocommit=True, prepare_threshold=None, row_factory=dict_row)
+        as source,
+        psycopg.connect(dsn, autocommit=True, prepare_threshold=None, row_factory=dict_row)
+        as target,
+    ):
+        runner = _Runner(source, Queries(args.from_schema), target, Queries(schema))
+        total = runner.run(importer.check_source_op(args.from_schema))
+        thread_ids: Iterator[str]
+        if args.thread:
+            thread_ids, total = iter(dict.fromkeys(args.thread)), len(set(args.thread))
+        else:
+            thread_ids = _all_thread_ids(runner, importer)
+        with Progress("importing threads", total) as progress:
+            for thread_id in thread_ids:
+                try:
+                    stats.add(runner.run(importer.import_thread_op(thread_id)))
+                except (ValueError, psycopg.DataError) as exc:
+                    # one bad thread (an id too long, a value no serializer reads)
+                    # must not stop the others; the exit code reports it
+                    failed.append(thread_id)
+                    progress.note(f"thread {thread_id!r} not copied: {exc}")
+                progress.advance()
+    print(
+        f"copied {stats.checkpoints} checkpoints of {stats.threads} threads from schema "
+        f"{args.from_schema!r} into schema {schema!r} ({stats.checkpoints_present} were "
+        f"already there; {stats.blobs} values and {stats.writes} pending writes sent)"
+    )
+    if failed:
+        print(
+            f"pgcheckpoint: error: {len(failed)} threads were not copied (see above); fix "
+            "them and run the command again: what was copied is kept",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+class _Runner:
+    """Runs the importer's statements: `lg_*` on the source, the rest on the target."""
+
+    def __init__(self, source: Any, source_queries: Any, target: Any, target_queries: Any) -> None:
+        self.source = source
+        self.source_queries = source_queries
+        self.target = target
+        self.target_queries = target_queries
+
+    def run(self, op: Any) -> Any:
+        from ..importer import SOURCE_PREFIX
+
+        try:
+            stmt = next(op)
+            while True:
+                on_source = stmt.name.startswith(SOURCE_PREFIX)
+                conn = self.source if on_source else self.target
+                queries = self.source_queries if on_source else self.target_queries
+                cur = conn.execute(queries[stmt.name], stmt.params)
+                stmt = op.send(cur.fetchall() if stmt.fetch else [])
+        except StopIteration as done:
+            return done.value
+
+
+def _all_thread_ids(runner: _Runner, importer: Any) -> Iterator[str]:
+    after: str | None = None
+    while True:
+        ids = runner.run(importer.thread_ids_op(after))
+        if not ids:
+            return
+        yield from ids
+        after = ids[-1]
+
+
+def _load_serde(spec: str, option: str) -> Any:
+    """The serializer `MODULE:NAME` names: an instance, or a callable that makes one."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise CliError(
+            f"{option} takes MODULE:NAME, e.g. myapp.checkpoints:serde, not {spec!r}",
+            exit_code=EXIT_USAGE,
+        )
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise CliError(f"{option} {spec!r} cannot be loaded: {exc}", exit_code=EXIT_USAGE) from exc
+    if not hasattr(obj, "dumps_typed") and callable(obj):
+        obj = obj()
+    if not hasattr(obj, "dumps_typed") or not hasattr(obj, "loads_typed"):
+        raise CliError(
+            f"{option} {spec!r} is not a serializer (it has no dumps_typed/loads_typed)",
+            exit_code=EXIT_USAGE,
+        )
+    return obj

@@ -1,0 +1,462 @@
+"""Copy threads from `langgraph-checkpoint-postgres` tables into pgcheckpoint's, without I/O.
+
+The official saver keeps a checkpoint as JSONB with its primitive channel
+values inline (`checkpoints`), the other values as serialised bytes per channel
+version (`checkpoint_blobs`), and pending writes as serialised bytes
+(`checkpoint_writes`). `LangGraphImporter.import_thread_op` reads one thread
+from those tables a page of checkpoints at a time and yields, per page, one
+`insert_copied_rows` statement that stores it in pgcheckpoint's tables; rows
+already there are left alone, so an import can be re-run and resumed.
+
+Statements whose name starts with `SOURCE_PREFIX` read the official tables
+(possibly on another database); the rest write pgcheckpoint's. The command
+`pgcheckpoint import-langgraph` runs them.
+
+Values go through pgcheckpoint's core: serialised bytes are kept as they are
+(the official saver and pgcheckpoint both default to LangGraph's
+`JsonPlusSerializer`) and packed the way the savers store them, compressed and,
+with an encrypting serializer, sealed to their new location. With
+`source_serde`, values are decoded with it and serialised again instead.
+
+Checkpoints older than format v4 kept the sends of a step as writes to the
+`__pregel_tasks` channel of their parent; they are moved into the checkpoint's
+own channel values, as the official saver does when it reads them.
+
+Example:
+    >>> from pgcheckpoint.core import SaverCore
+    >>> importer = LangGraphImporter(SaverCore())
+    >>> next(importer.import_thread_op("t1")).name
+    'thread_checkpoint_ids'
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.types import TASKS
+
+from .core import Op, SaverCore, Stmt, binding, check_id
+from .errors import InvalidInputError, PgCheckpointError
+
+__all__ = ["SOURCE_PREFIX", "ImportStats", "LangGraphImporter", "SourceSchemaError"]
+
+# Statements on the official saver's tables; the others write pgcheckpoint's.
+SOURCE_PREFIX = "lg_"
+# The official saver's migrations up to the one adding checkpoint_writes.task_path.
+REQUIRED_SOURCE_MIGRATION = 9
+_SOURCE_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+
+
+class SourceSchemaError(PgCheckpointError):
+    """The official saver's tables are missing or older than the importer reads.
+
+    Example:
+        >>> str(SourceSchemaError("no table 'checkpoints'"))
+        "no table 'checkpoints'"
+    """
+
+
+@dataclass
+class ImportStats:
+    """What an import did.
+
+    Attributes:
+        threads: Threads read from the source.
+        checkpoints: Checkpoints copied.
+        checkpoints_present: Checkpoints left alone because they were already there.
+        blobs: Channel values copied (values already there are skipped by the database).
+        writes: Pending writes sent (writes already there are skipped by the database).
+
+    Example:
+        >>> ImportStats(threads=1).checkpoints
+        0
+    """
+
+    threads: int = 0
+    checkpoints: int = 0
+    checkpoints_present: int = 0
+    blobs: int = 0
+    writes: int = 0
+
+    def add(self, other: ImportStats) -> None:
+        """Add another import's counts to these.
+
+        Example:
+            >>> total = ImportStats(); total.add(ImportStats(threads=2)); total.threads
+            2
+        """
+        self.threads += other.threads
+        self.checkpoints += other.checkpoints
+        self.checkpoints_present += other.checkpoints_present
+        self.blobs += other.blobs
+        self.writes += other.writes
+
+
+class LangGraphImporter:
+    """Turns rows of the official saver's tables into pgcheckpoint's rows.
+
+    Args:
+        core: The pgcheckpoint saver (or a bare `SaverCore`) whose serializer,
+            compression and encryption the copied values get.
+        source_serde: The serializer the official saver was configured with,
+            when it differs from `core`'s; values are then decoded and
+            serialised again. By default serialised bytes are kept as they are.
+        batch_size: Checkpoints per page (per statement and transaction).
+
+    Example:
+        >>> importer = LangGraphImporter(SaverCore(), batch_size=50)
+        >>> importer.batch_size
+        50
+    """
+
+    def __init__(
+        self,
+        core: SaverCore,
+        *,
+        source_serde: SerializerProtocol | None = None,
+        batch_size: int = 200,
+    ) -> None:
+        if batch_size < 1:
+            raise InvalidInputError(f"batch_size must be at least 1, not {batch_size!r}")
+        self.core = core
+        self.source_serde = source_serde
+        self.batch_size = batch_size
+
+    # -- source ----------------------------------------------------------------------------
+
+    def check_source_op(self, schema: str) -> Op[int]:
+        """Check the official tables are there and new enough; return their thread count."""
+        rows = yield Stmt(
+            "lg_source_tables", {"schema": schema, "tables": list(_SOURCE_TABLES)}, fetch=True
+        )
+        found = {r["table_name"] for r in rows}
+        missing = [t for t in _SOURCE_TABLES if t not in found]
+        if missing:
+            raise SourceSchemaError(
+                f"schema {schema!r} has no langgraph-checkpoint-postgres table "
+                f"{missing[0]!r}; pass the database with --from-dsn and the schema with "
+                "--from-schema"
+            )
+        rows = yield Stmt("lg_migration_version", fetch=True)
+        version = rows[0]["v"] if rows else None
+        if version is None or version < REQUIRED_SOURCE_MIGRATION:
+            raise SourceSchemaError(
+                f"the langgraph-checkpoint-postgres tables in schema {schema!r} are at "
+                f"migration {version!r}; the importer reads migration "
+                f"{REQUIRED_SOURCE_MIGRATION} or later: call setup() of a current "
+                "langgraph-checkpoint-postgres PostgresSaver on them first"
+            )
+        rows = yield Stmt("lg_count_threads", fetch=True)
+        return int(rows[0]["threads"])
+
+    def thread_ids_op(self, after: str | None, limit: int = 1000) -> Op[list[str]]:
+        """The next thread ids of the source after `after`, in order."""
+        rows = yield Stmt("lg_thread_ids", {"after": after, "limit": limit}, fetch=True)
+        return [str(r["thread_id"]) for r in rows]
+
+    # -- one thread -----------------------------------------------------------------------
+
+    def import_thread_op(self, thread_id: str) -> Op[ImportStats]:
+        """Copy one thread, a page of checkpoints per statement.
+
+        Checkpoints already in pgcheckpoint's tables are skipped; their pending
+        writes are still sent, so writes added since an earlier run arrive.
+        """
+        thread_id = check_id("thread_id", thread_id)
+        stats = ImportStats(threads=1)
+        rows = yield Stmt("thread_checkpoint_ids", {"thread_ids": [thread_id]}, fetch=True)
+        present = {(r["checkpoint_ns"], r["checkpoint_id"]) for r in rows}
+        after: tuple[str, str] | None = None
+        while True:
+            page = yield Stmt(
+                "lg_checkpoints_page",
+                {
+                    "thread_id": thread_id,
+                    "after_ns": None if after is None else after[0],
+                    "after_id": None if after is None else after[1],
+                    "limit": self.batch_size,
+                },
+                fetch=True,
+            )
+            if not page:
+                return stats
+            todo = [r for r in page if (r["checkpoint_ns"], r["checkpoint_id"]) not in present]
+            stats.checkpoints_present += len(page) - len(todo)
+            writes = yield Stmt(
+                "lg_writes_of_checkpoints",
+                {
+                    "thread_id": thread_id,
+                    "checkpoint_nss": [r["checkpoint_ns"] for r in page],
+                    "checkpoint_ids": [r["checkpoint_id"] for r in page],
+                },
+                fetch=True,
+            )
+            blobs: list[dict[str, Any]] = []
+            sends: list[dict[str, Any]] = []
+            if todo:
+                wanted = sorted(
+                    {
+                        (r["checkpoint_ns"], str(channel), str(version))
+                        for r in todo
+                        for channel, version in _versions(r["checkpoint"]).items()
+                    }
+                )
+                blobs = yield Stmt(
+                    "lg_blobs",
+                    {
+                        "thread_id": thread_id,
+                        "checkpoint_nss": [w[0] for w in wanted],
+                        "channels": [w[1] for w in wanted],
+                        "versions": [w[2] for w in wanted],
+                    },
+                    fetch=True,
+                )
+                legacy = [r for r in todo if _needs_sends_migrated(r)]
+                if legacy:
+                    sends = yield Stmt(
+                        "lg_pending_sends",
+                        {
+                            "thread_id": thread_id,
+                            "checkpoint_nss": [r["checkpoint_ns"] for r in legacy],
+                            "checkpoint_ids": [r["parent_checkpoint_id"] for r in legacy],
+                        },
+                        fetch=True,
+                    )
+            params = self.page_params(thread_id, todo, blobs, writes, sends)
+            yield Stmt("insert_copied_rows", params)
+            stats.checkpoints += len(todo)
+            stats.blobs += len(params["blob_type"])
+            stats.writes += len(params["write_type"])
+            if len(page) < self.batch_size:
+                return stats
+            last = page[-1]
+            after = (last["checkpoint_ns"], last["checkpoint_id"])
+
+    # -- conversion -------------------------------------------------------------------------
+
+    def page_params(
+        self,
+        thread_id: str,
+        checkpoints: Sequence[Mapping[str, Any]],
+        blobs: Sequence[Mapping[str, Any]],
+        writes: Sequence[Mapping[str, Any]],
+        sends: Sequence[Mapping[str, Any]] = (),
+    ) -> dict[str, Any]:
+        """The parameters of `insert_copied_rows` for one page of source rows.
+
+        Args:
+            thread_id: The thread.
+            checkpoints: Rows of `checkpoints` (checkpoint and metadata as dicts).
+            blobs: Rows of `checkpoint_blobs` the checkpoints refer to.
+            writes: Rows of `checkpoint_writes` of the checkpoints.
+            sends: `__pregel_tasks` writes of the parents of pre-v4 checkpoints,
+                in `writes_sort_key` order.
+
+        Example:
+            >>> params = LangGraphImporter(SaverCore()).page_params("t1", [], [], [])
+            >>> params["checkpoint_id"], params["write_blob"]
+            ([], [])
+        """
+        stored = {
+            (b["checkpoint_ns"], b["channel"], b["version"]): b
+            for b in blobs
+            if b["type"] != "empty"
+        }
+        sends_by_parent: dict[tuple[str, str], list[tuple[str, bytes]]] = {}
+        for send in sends:
+            key = (send["checkpoint_ns"], send["checkpoint_id"])
+            sends_by_parent.setdefault(key, []).append((send["type"], send["blob"]))
+        rows: list[dict[str, Any]] = []
+        extra_blobs: list[dict[str, Any]] = []
+        for source in checkpoints:
+            row, extra = self.checkpoint_row(thread_id, source, stored, sends_by_parent)
+            rows.append(row)
+            extra_blobs.extend(extra)
+        params: dict[str, Any] = {"thread_id": thread_id}
+        for column in (
+            "checkpoint_ns",
+            "checkpoint_id",
+            "parent_checkpoint_id",
+            "run_id",
+            "type",
+            "checkpoint",
+            "channel_versions",
+            "inline_channels",
+            "metadata_type",
+            "metadata_blob",
+            "metadata",
+            "created_at",
+        ):
+            params[column] = [r[column] for r in rows]
+        blob_rows = [self.blob_row(thread_id, b) for b in blobs] + extra_blobs
+        for column in ("checkpoint_ns", "channel", "version", "type", "blob"):
+            params[f"blob_{column}"] = [b[column] for b in blob_rows]
+        write_rows = [self.write_row(thread_id, w) for w in writes]
+        for column in (
+            "checkpoint_ns",
+            "checkpoint_id",
+            "task_id",
+            "task_path",
+            "idx",
+            "channel",
+            "type",
+            "blob",
+        ):
+            params[f"write_{column}"] = [w[column] for w in write_rows]
+        return params
+
+    def checkpoint_row(
+        self,
+        thread_id: str,
+        source: Mapping[str, Any],
+        stored: Mapping[tuple[str, str, str], Mapping[str, Any]],
+        sends_by_parent: Mapping[tuple[str, str], Sequence[tuple[str, bytes]]],
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """One checkpoint as pgcheckpoint stores it, and any value made for it.
+
+        Args:
+            thread_id: The thread.
+            source: A row of `checkpoints`.
+            stored: The non-empty source blobs, by (checkpoint_ns, channel, version).
+            sends_by_parent: Sends of pre-v4 parents, by (checkpoint_ns, checkpoint_id).
+        """
+        ns = check_id("checkpoint_ns", source["checkpoint_ns"])
+        checkpoint_id = check_id("checkpoint_id", source["checkpoint_id"])
+        parent_id = source["parent_checkpoint_id"]
+        if parent_id is not None:
+            parent_id = check_id("checkpoint_id", parent_id)
+        checkpoint = dict(source["checkpoint"])
+        versions = _versions(checkpoint)
+        # A stored value wins over the inline one, as when the official saver reads
+        # it: a DeltaChannel snapshot leaves an inline `true` marker beside its blob.
+        inline = {
+            channel: value
+            for channel, value in (checkpoint.get("channel_values") or {}).items()
+            if channel not in versions or (ns, channel, str(versions[channel])) not in stored
+        }
+        extra: list[dict[str, Any]] = []
+        parent_sends = sends_by_parent.get((ns, parent_id or ""))
+        if _needs_sends_migrated(source) and parent_sends:
+            version = (
+                max(versions.values()) if versions else self.core.get_next_version(None, None)
+            )
+            versions[TASKS] = version
+            value = [self._load(type_, data) for type_, data in parent_sends]
+            aad = binding("blob", thread_id, ns, TASKS, str(version))
+            type_, data = self.core.dump_value(value, aad)
+            extra.append(
+                {
+                    "checkpoint_ns": ns,
+                    "channel": TASKS,
+                    "version": str(version),
+                    "type": type_,
+                    "blob": data,
+                }
+            )
+        record = {
+            k: v for k, v in checkpoint.items() if k not in ("channel_values", "channel_versions")
+        }
+        record["channel_values"] = inline
+        where = (thread_id, ns, checkpoint_id)
+        type_, data = self.core.dump_value(record, binding("checkpoint", *where))
+        metadata = dict(source["metadata"] or {})
+        metadata_type, metadata_blob = self.core.dump_value(metadata, binding("metadata", *where))
+        run_id = metadata.get("run_id")
+        row = {
+            "checkpoint_ns": ns,
+            "checkpoint_id": checkpoint_id,
+            "parent_checkpoint_id": parent_id,
+            "run_id": None if run_id is None else str(run_id),
+            "type": type_,
+            "checkpoint": data,
+            "channel_versions": json.dumps(versions),
+            "inline_channels": json.dumps(list(inline)),
+            "metadata_type": metadata_type,
+            "metadata_blob": metadata_blob,
+            "metadata": json.dumps(self.core.metadata_projection(metadata)),
+            "created_at": _created_at(checkpoint.get("ts")),
+        }
+        return row, extra
+
+    def blob_row(self, thread_id: str, source: Mapping[str, Any]) -> dict[str, Any]:
+        """One row of `checkpoint_blobs` as pgcheckpoint stores it.
+
+        Example:
+            >>> row = LangGraphImporter(SaverCore()).blob_row(
+            ...     "t1", {"checkpoint_ns": "", "channel": "c", "version": "1",
+            ...            "type": "empty", "blob": None})
+            >>> row["type"], row["blob"]
+            ('empty', None)
+        """
+        ns = check_id("checkpoint_ns", source["checkpoint_ns"])
+        channel = check_id("channel", source["channel"])
+        version = str(source["version"])
+        type_, data = source["type"], source["blob"]
+        if type_ != "empty":
+            aad = binding("blob", thread_id, ns, channel, version)
+            type_, data = self._repack(type_, data, aad)
+        return {
+            "checkpoint_ns": ns,
+            "channel": channel,
+            "version": version,
+            "type": type_,
+            "blob": data,
+        }
+
+    def write_row(self, thread_id: str, source: Mapping[str, Any]) -> dict[str, Any]:
+        """One row of `checkpoint_writes` as pgcheckpoint stores it."""
+        ns = check_id("checkpoint_ns", source["checkpoint_ns"])
+        checkpoint_id = check_id("checkpoint_id", source["checkpoint_id"])
+        task_id = check_id("task_id", source["task_id"])
+        idx = int(source["idx"])
+        if source["type"] is None:
+            raise InvalidInputError(
+                f"write {idx} of task {task_id!r} at checkpoint {checkpoint_id!r} has no "
+                "type, so no serializer can read it; delete that row from checkpoint_writes"
+            )
+        aad = binding("write", thread_id, ns, checkpoint_id, task_id, idx)
+        type_, data = self._repack(source["type"], source["blob"], aad)
+        return {
+            "checkpoint_ns": ns,
+            "checkpoint_id": checkpoint_id,
+            "task_id": task_id,
+            "task_path": check_id("task_path", source["task_path"] or ""),
+            "idx": idx,
+            "channel": check_id("channel", source["channel"]),
+            "type": type_,
+            "blob": data,
+        }
+
+    def _repack(self, type_: str, data: bytes, aad: bytes) -> tuple[str, bytes]:
+        if self.source_serde is None:
+            return self.core.pack_value(type_, bytes(data), aad)
+        return self.core.dump_value(self.source_serde.loads_typed((type_, data)), aad)
+
+    def _load(self, type_: str, data: bytes) -> Any:
+        serde = self.source_serde or self.core.inner_serde
+        return serde.loads_typed((type_, data))
+
+
+def _versions(checkpoint: Mapping[str, Any]) -> dict[str, Any]:
+    return dict(checkpoint.get("channel_versions") or {})
+
+
+def _needs_sends_migrated(row: Mapping[str, Any]) -> bool:
+    return bool(row["parent_checkpoint_id"]) and int(row["checkpoint"].get("v", 1)) < 4
+
+
+def _created_at(ts: Any) -> datetime:
+    """When a checkpoint was made, from its `ts` (retention goes by it); now if unreadable."""
+    if isinstance(ts, str):
+        try:
+            when = datetime.fromisoformat(ts.replace("Z", "+00:00"))
+        except ValueError:
+            pass
+        else:
+            return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+    return datetime.now(timezone.utc)
