@@ -125,15 +125,41 @@ WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns = %(checkpoint_ns)s
   AND c.checkpoint_id = %(checkpoint_id)s
 
 -- name: list_checkpoints
--- Optional filters stay static: a NULL parameter switches its predicate off.
+-- Optional filters stay static: a NULL parameter switches its predicate off. The
+-- page is chosen first, on the checkpoints table alone, and only its rows get
+-- their values and writes: a prepared statement's generic plan (from its sixth
+-- run) cannot see which filters are off, and would otherwise gather the values
+-- of every matching checkpoint before applying the limit.
 {checkpoint_tuple_from}
-WHERE (%(thread_id)s::text IS NULL OR c.thread_id = %(thread_id)s)
-  AND (%(checkpoint_ns)s::text IS NULL OR c.checkpoint_ns = %(checkpoint_ns)s)
-  AND (%(checkpoint_id)s::text IS NULL OR c.checkpoint_id = %(checkpoint_id)s)
-  AND (%(before)s::text IS NULL OR c.checkpoint_id < %(before)s)
-  AND (%(filter)s::jsonb IS NULL OR c.metadata @> %(filter)s)
+WHERE (c.thread_id, c.checkpoint_ns, c.checkpoint_id) IN (
+    SELECT p.thread_id, p.checkpoint_ns, p.checkpoint_id
+    FROM {schema}.pgc_checkpoints p
+    WHERE (%(thread_id)s::text IS NULL OR p.thread_id = %(thread_id)s)
+      AND (%(checkpoint_ns)s::text IS NULL OR p.checkpoint_ns = %(checkpoint_ns)s)
+      AND (%(checkpoint_id)s::text IS NULL OR p.checkpoint_id = %(checkpoint_id)s)
+      AND (%(before)s::text IS NULL OR p.checkpoint_id < %(before)s)
+      AND (%(filter)s::jsonb IS NULL OR p.metadata @> %(filter)s)
+    ORDER BY p.checkpoint_id DESC
+    LIMIT %(limit)s
+)
 ORDER BY c.checkpoint_id DESC
-LIMIT %(limit)s
+
+-- name: list_thread_checkpoints
+-- `list_checkpoints` of one thread and namespace, the usual call. The thread is a
+-- plain equality, so a generic plan still reads only that thread's index range
+-- (`$1 IS NULL OR thread_id = $1` would read every thread's checkpoints).
+{checkpoint_tuple_from}
+WHERE (c.thread_id, c.checkpoint_ns, c.checkpoint_id) IN (
+    SELECT p.thread_id, p.checkpoint_ns, p.checkpoint_id
+    FROM {schema}.pgc_checkpoints p
+    WHERE p.thread_id = %(thread_id)s AND p.checkpoint_ns = %(checkpoint_ns)s
+      AND (%(checkpoint_id)s::text IS NULL OR p.checkpoint_id = %(checkpoint_id)s)
+      AND (%(before)s::text IS NULL OR p.checkpoint_id < %(before)s)
+      AND (%(filter)s::jsonb IS NULL OR p.metadata @> %(filter)s)
+    ORDER BY p.checkpoint_id DESC
+    LIMIT %(limit)s
+)
+ORDER BY c.checkpoint_id DESC
 
 -- name: delete_thread
 WITH deleted_writes AS (
@@ -384,14 +410,16 @@ WITH RECURSIVE walk(thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_i
                    CASE WHEN jsonb_typeof(c.metadata -> 'counters_since_delta_snapshot') = 'object'
                         THEN c.metadata -> 'counters_since_delta_snapshot' ELSE '{}'::jsonb END
                ) AS ch
+               LEFT JOIN LATERAL (
+                   SELECT true AS hit FROM {schema}.pgc_blobs b
+                   WHERE b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns
+                     AND b.channel = ch AND b.version = c.channel_versions ->> ch
+                     AND b.type <> 'empty'
+                   LIMIT 1
+               ) stored ON true
                WHERE c.channel_versions ? ch
                  AND NOT (ch = ANY(c.inline_channels))
-                 AND NOT EXISTS (
-                     SELECT 1 FROM {schema}.pgc_blobs b
-                     WHERE b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns
-                       AND b.channel = ch AND b.version = c.channel_versions ->> ch
-                       AND b.type <> 'empty'
-                 )
+                 AND stored.hit IS NULL
            )
     FROM {schema}.pgc_checkpoints c
     JOIN unnest(%(thread_ids)s::text[], %(checkpoint_nss)s::text[], %(checkpoint_ids)s::text[])
@@ -402,13 +430,14 @@ WITH RECURSIVE walk(thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_i
     SELECT p.thread_id, p.checkpoint_ns, p.checkpoint_id, p.parent_checkpoint_id, w.depth + 1,
            ARRAY(
                SELECT ch FROM unnest(w.pending) AS ch
-               WHERE NOT (ch = ANY(p.inline_channels))
-                 AND NOT EXISTS (
-                     SELECT 1 FROM {schema}.pgc_blobs b
-                     WHERE b.thread_id = p.thread_id AND b.checkpoint_ns = p.checkpoint_ns
-                       AND b.channel = ch AND b.version = p.channel_versions ->> ch
-                       AND b.type <> 'empty'
-                 )
+               LEFT JOIN LATERAL (
+                   SELECT true AS hit FROM {schema}.pgc_blobs b
+                   WHERE b.thread_id = p.thread_id AND b.checkpoint_ns = p.checkpoint_ns
+                     AND b.channel = ch AND b.version = p.channel_versions ->> ch
+                     AND b.type <> 'empty'
+                   LIMIT 1
+               ) stored ON true
+               WHERE NOT (ch = ANY(p.inline_channels)) AND stored.hit IS NULL
            )
     FROM walk w
     JOIN {schema}.pgc_checkpoints p
@@ -496,15 +525,18 @@ WITH RECURSIVE walk(checkpoint_id, parent_checkpoint_id, depth, walking, found, 
       ON p.thread_id = %(thread_id)s AND p.checkpoint_ns = %(checkpoint_ns)s
      AND p.checkpoint_id = w.parent_checkpoint_id
     CROSS JOIN LATERAL (
+        -- A LATERAL probe, not EXISTS: the planner turns an EXISTS here into a
+        -- hashed scan of the thread's every blob, once per ancestor.
         SELECT ARRAY(
             SELECT ch FROM unnest(w.pending) AS ch
-            WHERE ch = ANY(p.inline_channels)
-               OR EXISTS (
-                   SELECT 1 FROM {schema}.pgc_blobs b
-                   WHERE b.thread_id = p.thread_id AND b.checkpoint_ns = p.checkpoint_ns
-                     AND b.channel = ch AND b.version = p.channel_versions ->> ch
-                     AND b.type <> 'empty'
-               )
+            LEFT JOIN LATERAL (
+                SELECT true AS hit FROM {schema}.pgc_blobs b
+                WHERE b.thread_id = p.thread_id AND b.checkpoint_ns = p.checkpoint_ns
+                  AND b.channel = ch AND b.version = p.channel_versions ->> ch
+                  AND b.type <> 'empty'
+                LIMIT 1
+            ) stored ON true
+            WHERE ch = ANY(p.inline_channels) OR stored.hit
         ) AS found
     ) s
     WHERE cardinality(w.pending) > 0 AND w.depth < %(max_depth)s
@@ -516,11 +548,14 @@ WITH RECURSIVE walk(checkpoint_id, parent_checkpoint_id, depth, walking, found, 
     JOIN {schema}.pgc_checkpoints p
       ON p.thread_id = %(thread_id)s AND p.checkpoint_ns = %(checkpoint_ns)s
      AND p.checkpoint_id = w.checkpoint_id
-    JOIN {schema}.pgc_blobs b
-      ON b.thread_id = p.thread_id AND b.checkpoint_ns = p.checkpoint_ns
-     AND b.channel = ANY(w.found) AND b.version = p.channel_versions ->> b.channel
-     AND NOT (b.channel = ANY(p.inline_channels))
-    WHERE w.depth > 0
+    CROSS JOIN LATERAL unnest(w.found) AS f(channel)
+    JOIN LATERAL (
+        SELECT * FROM {schema}.pgc_blobs b
+        WHERE b.thread_id = p.thread_id AND b.checkpoint_ns = p.checkpoint_ns
+          AND b.channel = f.channel AND b.version = p.channel_versions ->> f.channel
+        LIMIT 1
+    ) b ON true
+    WHERE w.depth > 0 AND NOT (f.channel = ANY(p.inline_channels))
     UNION ALL
     SELECT s.depth, s.checkpoint_id, b.channel, b.version, b.base_version, s.piece + 1,
            b.type, b.blob

@@ -225,21 +225,19 @@ def test_history_is_one_round_trip(db_dsn: str) -> None:
             writer.write(parent, [("msgs", [i])], f"task-{i}")
             parent = writer.put(parent, {}, bump=("msgs",))
         statements: list[str] = []
-        run = saver._drive
+        make_op = saver.delta_history_op
 
-        def counting(cur: Any, op: Any) -> Any:
-            def counted() -> Any:
-                stmt = next(op)
-                while True:
-                    statements.append(stmt.name)
-                    try:
-                        stmt = op.send((yield stmt))
-                    except StopIteration as done:
-                        return done.value
+        def counting(config: Any, channels: Any) -> Any:
+            op = make_op(config, channels)
+            stmt = next(op)
+            while True:
+                statements.append(stmt.name)
+                try:
+                    stmt = op.send((yield stmt))
+                except StopIteration as done:
+                    return done.value
 
-            return run(cur, counted())
-
-        saver._drive = counting  # type: ignore[method-assign]
+        saver.delta_history_op = counting  # type: ignore[method-assign]
         got = writer.history(parent, ["msgs"])
     assert statements == ["delta_channel_history"]
     assert [w[2] for w in got["msgs"]["writes"]] == [[i] for i in range(300)]
