@@ -1,0 +1,211 @@
+"""Databases and savers for `make bench`.
+
+The server is `PGCHECKPOINT_BENCH_DSN`, else `PGCHECKPOINT_TEST_DSN`, else the
+embedded one. Each workload gets fresh databases, cloned from one migrated
+template per saver, named `pgc_bench_<token>_<name>` and dropped when done. The
+run holds an advisory lock on its token, so a later run drops the databases of a
+run that died (the scheme of tests/conftest.py, with its own lock class).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from langgraph.checkpoint.postgres import PostgresSaver as OfficialSaver
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.rows import TupleRow
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+ROOT = Path(__file__).resolve().parents[2]
+DB_PREFIX = "pgc_bench_"
+# First key of the advisory lock a live bench run holds on its token ("pgcb").
+LOCK_CLASS_BENCH = 0x70676362
+_NAME_RE = re.compile(rf"^{DB_PREFIX}(\d+)_")
+POOL_SIZE = 8
+# What LangGraph's docs pass to a pool for the official saver; both savers get it.
+CONNECTION_KWARGS: dict[str, Any] = {"autocommit": True, "prepare_threshold": 0}
+SAVERS = ("ours", "official")
+TABLES = {
+    "ours": ("pgc_checkpoints", "pgc_blobs", "pgc_writes"),
+    "official": ("checkpoints", "checkpoint_blobs", "checkpoint_writes"),
+}
+
+
+def server_dsn() -> tuple[str, str]:
+    """The server to use, and where its name came from."""
+    for var in ("PGCHECKPOINT_BENCH_DSN", "PGCHECKPOINT_TEST_DSN"):
+        value = os.environ.get(var)
+        if value:
+            return value, var
+    from pgcheckpoint.embedded import embedded_dsn
+
+    return embedded_dsn(ROOT / ".pgcheckpoint" / "pgdata"), "embedded server"
+
+
+class Databases:
+    """Creates, clones and drops this run's databases through one autocommit connection."""
+
+    def __init__(self, server: str) -> None:
+        self.server = server
+        self.token = secrets.randbits(31)
+        self._conn: psycopg.Connection[TupleRow] = psycopg.connect(server, autocommit=True)
+        self._conn.execute(
+            "SELECT pg_advisory_lock(%s::int4, %s::int4)", (LOCK_CLASS_BENCH, self.token)
+        )
+        self._templates: dict[str, str] = {}
+        self._live: list[str] = []
+
+    def __enter__(self) -> Databases:
+        self._drop_dead_runs()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for name in reversed(self._live):
+            with contextlib.suppress(psycopg.Error):
+                self._drop(name)
+        self._conn.close()
+
+    def server_version(self) -> str:
+        row = self._conn.execute("SHOW server_version").fetchone()
+        return str(row[0]) if row else "?"
+
+    def dsn(self, name: str) -> str:
+        return make_conninfo(self.server, dbname=name)
+
+    def _create(self, name: str, template: str) -> str:
+        self._conn.execute(
+            sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                sql.Identifier(name), sql.Identifier(template)
+            )
+        )
+        self._live.append(name)
+        return self.dsn(name)
+
+    def template(self, kind: str) -> str:
+        """The migrated template database of a saver, made on first use."""
+        if kind in self._templates:
+            return self._templates[kind]
+        name = f"{DB_PREFIX}{self.token}_{kind}_tpl"
+        dsn = self._create(name, "template0")
+        if kind == "ours":
+            from pgcheckpoint.migrate import upgrade
+
+            upgrade(dsn)
+        else:
+            with OfficialSaver.from_conn_string(dsn) as saver:
+                saver.setup()
+        self._terminate(name)
+        self._templates[kind] = name
+        return name
+
+    def fresh(self, kind: str, label: str) -> str:
+        """A new database with `kind`'s schema and no rows."""
+        template = self.template(kind)
+        return self._create(f"{DB_PREFIX}{self.token}_{kind}_{label}", template)
+
+    def _terminate(self, name: str) -> None:
+        self._conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = %s AND pid <> pg_backend_pid()",
+            [name],
+        )
+
+    def drop(self, dsn: str) -> None:
+        """Drop a database made by `fresh`, given its DSN."""
+        self._drop(str(conninfo_to_dict(dsn)["dbname"]))
+
+    def _drop(self, name: str) -> None:
+        self._conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
+        if name in self._live:
+            self._live.remove(name)
+
+    def _drop_dead_runs(self) -> None:
+        rows = self._conn.execute(
+            "SELECT datname FROM pg_database WHERE starts_with(datname, %s)", [DB_PREFIX]
+        ).fetchall()
+        held = {
+            objid
+            for (objid,) in self._conn.execute(
+                "SELECT objid::int8 FROM pg_locks WHERE locktype = 'advisory'"
+                " AND classid = %s::int8::oid AND objsubid = 2 AND granted",
+                [LOCK_CLASS_BENCH],
+            )
+        }
+        # clones before templates: a template cannot go while a clone is being made
+        for (name,) in sorted(rows, key=lambda r: str(r[0]).endswith("_tpl")):
+            match = _NAME_RE.match(name)
+            if match is None or int(match.group(1)) in held:
+                continue
+            with contextlib.suppress(psycopg.Error):
+                self._drop(name)
+
+    def analyze(self, dsn: str) -> None:
+        """Give the planner statistics, as autovacuum would have on a live database."""
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("ANALYZE")
+
+    def storage_bytes(self, dsn: str, kind: str) -> dict[str, int]:
+        """pg_total_relation_size (heap, TOAST, indexes) of each of a saver's tables."""
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            rows = conn.execute(
+                "SELECT relname, pg_total_relation_size(c.oid) FROM pg_class c"
+                " WHERE relname = ANY(%s) AND relnamespace = 'public'::regnamespace",
+                [list(TABLES[kind])],
+            ).fetchall()
+        return {str(name): int(size) for name, size in rows}
+
+
+# -- savers ------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def sync_saver(kind: str, dsn: str, *, size: int = POOL_SIZE, **pool_kwargs: Any) -> Iterator[Any]:
+    """A saver of `kind` over its own open pool of `size` connections."""
+    with ConnectionPool(
+        dsn,
+        min_size=size,
+        max_size=size,
+        kwargs=dict(CONNECTION_KWARGS),
+        name=f"bench-{kind}",
+        open=True,
+        **pool_kwargs,
+    ) as pool:
+        pool.wait()
+        if kind == "ours":
+            from pgcheckpoint import PostgresSaver
+
+            yield PostgresSaver(pool)
+        else:
+            yield OfficialSaver(pool)
+
+
+@contextlib.asynccontextmanager
+async def async_saver(kind: str, dsn: str, *, size: int = POOL_SIZE) -> AsyncIterator[Any]:
+    """The asyncio twin of `sync_saver`."""
+    async with AsyncConnectionPool(
+        dsn,
+        min_size=size,
+        max_size=size,
+        kwargs=dict(CONNECTION_KWARGS),
+        name=f"bench-{kind}",
+        open=False,
+    ) as pool:
+        await pool.wait()
+        if kind == "ours":
+            from pgcheckpoint import AsyncPostgresSaver
+
+            yield AsyncPostgresSaver(pool)
+        else:
+            from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver as Official
+
+            yield Official(pool)
