@@ -1,0 +1,254 @@
+-- pgcheckpoint_prune: retention from inside PostgreSQL, for teams that schedule
+-- jobs with pg_cron rather than cron. The `pgcheckpoint prune` command does the
+-- same from outside and also offers keep_latest for DeltaChannel threads,
+-- --keep-last, a dry run and progress.
+--
+-- Install (once, and again after upgrading pgcheckpoint), with a role that owns
+-- or may delete from the pgcheckpoint tables:
+--
+--     psql "$DATABASE_URL" -f retention.sql
+--
+-- Schedule (pg_cron; every night at 03:17, threads idle for 30 days):
+--
+--     SELECT cron.schedule('pgcheckpoint-prune', '17 3 * * *',
+--                          $$CALL pgcheckpoint_prune('30 days')$$);
+--
+-- Arguments:
+--   older_than   a thread whose newest checkpoint (any namespace) is older goes
+--   strategy     'delete' (default): delete such threads whole;
+--                'keep_latest': keep each one's newest checkpoint per namespace
+--                and delete the rest of its history. Threads that use a
+--                DeltaChannel are skipped by keep_latest here (their newest
+--                checkpoint needs older ones to be rebuilt): prune those with
+--                `pgcheckpoint prune --strategy keep_latest`
+--   max_threads  look at most at this many threads per call (default 1000)
+--   schema_name  the schema of the pgcheckpoint tables (default 'public')
+--   report       OUT: what the call did, as JSON (CALL shows it)
+--
+-- Safe while the application runs, as the Python sweep (pgcheckpoint.retention):
+-- one transaction per thread (COMMIT inside the procedure, so CALL it on its
+-- own, not inside BEGIN ... COMMIT); a thread another sweep, a prune or a
+-- guarded run (lock_thread) holds is skipped, not waited for; the age is
+-- checked again under the lock, by the statement that deletes; a thread
+-- written to meanwhile is rolled back and skipped; a thread whose deletion
+-- conflicts with a concurrent put (a foreign-key violation, a deadlock, a lock
+-- held over 10 s) is rolled back and counted as failed. Skipped and failed
+-- threads are tried again by the next call.
+--
+-- Lock keys (two-int advisory locks), as in pgcheckpoint:
+--   (0x70676374, hashtext(thread_id))  maintenance: prune, delete_for_runs, sweeps
+--   (0x7067636C, first 4 bytes of sha256('pgcheckpoint/thread-lock' NUL schema
+--    NUL thread_id))                   a thread's run (lock_thread)
+
+CREATE OR REPLACE PROCEDURE pgcheckpoint_prune(
+    older_than interval,
+    strategy text DEFAULT 'delete',
+    max_threads int DEFAULT 1000,
+    schema_name text DEFAULT 'public',
+    INOUT report jsonb DEFAULT NULL
+)
+LANGUAGE plpgsql
+AS $procedure$
+DECLARE
+    maintenance_lock CONSTANT int := 1885823860;  -- 0x70676374
+    run_lock CONSTANT int := 1885823852;          -- 0x7067636C
+    cutoff timestamptz;
+    thread text;
+    gone record;
+    written boolean;
+    examined int := 0;
+    pruned int := 0;
+    skipped int := 0;
+    failed int := 0;
+    unsupported int := 0;
+    checkpoints bigint := 0;
+    writes bigint := 0;
+    blobs bigint := 0;
+BEGIN
+    IF older_than IS NULL OR older_than <= interval '0' THEN
+        RAISE EXCEPTION 'pgcheckpoint_prune: older_than must be a positive interval, not %',
+            coalesce(older_than::text, 'NULL');
+    END IF;
+    IF strategy IS NULL OR strategy NOT IN ('delete', 'keep_latest') THEN
+        RAISE EXCEPTION 'pgcheckpoint_prune: unknown strategy %; use ''delete'' or ''keep_latest''',
+            coalesce(quote_literal(strategy), 'NULL');
+    END IF;
+    IF max_threads IS NULL OR max_threads < 1 THEN
+        RAISE EXCEPTION 'pgcheckpoint_prune: max_threads must be at least 1, not %',
+            coalesce(max_threads::text, 'NULL');
+    END IF;
+    IF to_regclass(format('%I.pgc_checkpoints', schema_name)) IS NULL THEN
+        RAISE EXCEPTION 'pgcheckpoint_prune: schema % has no pgcheckpoint tables; pass '
+            'schema_name => ''...'', or run `pgcheckpoint migrate`', quote_literal(schema_name);
+    END IF;
+    cutoff := now() - older_than;
+
+    FOR thread IN EXECUTE format(
+        'SELECT thread_id FROM %I.pgc_checkpoints GROUP BY thread_id '
+        'HAVING max(created_at) < $1 ORDER BY thread_id LIMIT $2', schema_name)
+        USING cutoff, max_threads
+    LOOP
+        examined := examined + 1;
+        IF NOT (pg_try_advisory_xact_lock(maintenance_lock, hashtext(thread))
+                AND pg_try_advisory_xact_lock(run_lock, ('x' || left(encode(sha256(
+                    convert_to('pgcheckpoint/thread-lock', 'UTF8') || '\x00'::bytea
+                    || convert_to(schema_name, 'UTF8') || '\x00'::bytea
+                    || convert_to(thread, 'UTF8')), 'hex'), 8))::bit(32)::int4)) THEN
+            skipped := skipped + 1;
+            COMMIT;  -- lets go of the lock it may have taken
+            CONTINUE;
+        END IF;
+        PERFORM set_config('lock_timeout', '10s', true);
+        gone := NULL;
+        BEGIN
+            IF strategy = 'delete' THEN
+                -- Checkpoints first: a put locks its parent, so this waits for a
+                -- put in flight, and a later put finds its parent gone.
+                EXECUTE format($sql$
+                    WITH doomed AS MATERIALIZED (
+                        SELECT $1::text AS thread_id
+                        WHERE NOT EXISTS (
+                            SELECT 1 FROM %1$I.pgc_checkpoints
+                            WHERE thread_id = $1 AND created_at >= $2)
+                    ), deleted AS (
+                        DELETE FROM %1$I.pgc_checkpoints c USING doomed d
+                        WHERE c.thread_id = d.thread_id
+                        RETURNING c.thread_id
+                    ), gone AS (
+                        SELECT DISTINCT thread_id FROM deleted
+                    ), deleted_writes AS (
+                        DELETE FROM %1$I.pgc_writes w USING gone g
+                        WHERE w.thread_id = g.thread_id RETURNING 1
+                    ), deleted_blobs AS (
+                        DELETE FROM %1$I.pgc_blobs b USING gone g
+                        WHERE b.thread_id = g.thread_id RETURNING 1
+                    )
+                    SELECT (SELECT count(*) FROM deleted) AS checkpoints,
+                           (SELECT count(*) FROM deleted_writes) AS writes,
+                           (SELECT count(*) FROM deleted_blobs) AS blobs,
+                           0::bigint AS delta_threads
+                    $sql$, schema_name) INTO gone USING thread, cutoff;
+            ELSE
+                -- keep_latest: the newest checkpoint of each namespace stays, with
+                -- its writes and the values it reads (and the bases of values
+                -- stored as deltas); the rules of delete_checkpoints in queries.sql.
+                EXECUTE format($sql$
+                    WITH RECURSIVE idle AS MATERIALIZED (
+                        SELECT NOT EXISTS (
+                            SELECT 1 FROM %1$I.pgc_checkpoints
+                            WHERE thread_id = $1 AND created_at >= $2) AS idle
+                    ), delta_thread AS MATERIALIZED (
+                        SELECT EXISTS (
+                            SELECT 1 FROM %1$I.pgc_checkpoints c
+                            WHERE c.thread_id = $1
+                              AND jsonb_typeof(c.metadata -> 'counters_since_delta_snapshot')
+                                  = 'object'
+                              AND c.metadata -> 'counters_since_delta_snapshot' <> '{}'::jsonb
+                        ) AS uses_deltas
+                    ), doomed AS MATERIALIZED (
+                        SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id
+                        FROM %1$I.pgc_checkpoints c
+                        WHERE c.thread_id = $1
+                          AND (SELECT idle FROM idle)
+                          AND NOT (SELECT uses_deltas FROM delta_thread)
+                          AND c.checkpoint_id < (
+                              SELECT max(h.checkpoint_id) FROM %1$I.pgc_checkpoints h
+                              WHERE h.thread_id = c.thread_id
+                                AND h.checkpoint_ns = c.checkpoint_ns)
+                    ), deleted_writes AS (
+                        DELETE FROM %1$I.pgc_writes w USING doomed d
+                        WHERE w.thread_id = d.thread_id AND w.checkpoint_ns = d.checkpoint_ns
+                          AND w.checkpoint_id = d.checkpoint_id
+                        RETURNING 1
+                    ), deleted AS (
+                        DELETE FROM %1$I.pgc_checkpoints c USING doomed d
+                        WHERE c.thread_id = d.thread_id AND c.checkpoint_ns = d.checkpoint_ns
+                          AND c.checkpoint_id = d.checkpoint_id
+                        RETURNING c.thread_id, c.checkpoint_ns, c.checkpoint_id,
+                                  c.channel_versions
+                    ), orphaned AS (
+                        UPDATE %1$I.pgc_checkpoints c SET parent_checkpoint_id = NULL
+                        FROM deleted d
+                        WHERE c.thread_id = d.thread_id AND c.checkpoint_ns = d.checkpoint_ns
+                          AND c.parent_checkpoint_id = d.checkpoint_id
+                    ), freed AS (
+                        SELECT DISTINCT d.thread_id, d.checkpoint_ns, v.channel, v.version
+                        FROM deleted d, jsonb_each_text(d.channel_versions) AS v(channel, version)
+                    ), kept AS (
+                        SELECT c.thread_id, c.checkpoint_ns, v.channel, v.version
+                        FROM %1$I.pgc_checkpoints c,
+                             jsonb_each_text(c.channel_versions) AS v(channel, version)
+                        WHERE c.thread_id = $1
+                          AND NOT EXISTS (
+                              SELECT 1 FROM doomed d
+                              WHERE d.checkpoint_ns = c.checkpoint_ns
+                                AND d.checkpoint_id = c.checkpoint_id)
+                        UNION
+                        SELECT b.thread_id, b.checkpoint_ns, b.channel, b.base_version
+                        FROM kept k
+                        JOIN %1$I.pgc_blobs b
+                          ON b.thread_id = k.thread_id AND b.checkpoint_ns = k.checkpoint_ns
+                         AND b.channel = k.channel AND b.version = k.version
+                        WHERE b.base_version IS NOT NULL
+                    ), deleted_blobs AS (
+                        DELETE FROM %1$I.pgc_blobs b USING freed f
+                        WHERE b.thread_id = f.thread_id AND b.checkpoint_ns = f.checkpoint_ns
+                          AND b.channel = f.channel AND b.version = f.version
+                          AND NOT EXISTS (
+                              SELECT 1 FROM kept k
+                              WHERE k.thread_id = f.thread_id
+                                AND k.checkpoint_ns = f.checkpoint_ns
+                                AND k.channel = f.channel AND k.version = f.version)
+                        RETURNING 1
+                    )
+                    SELECT (SELECT count(*) FROM deleted) AS checkpoints,
+                           (SELECT count(*) FROM deleted_writes) AS writes,
+                           (SELECT count(*) FROM deleted_blobs) AS blobs,
+                           (SELECT count(*) FROM delta_thread WHERE uses_deltas
+                              AND (SELECT idle FROM idle)) AS delta_threads
+                    $sql$, schema_name) INTO gone USING thread, cutoff;
+            END IF;
+        EXCEPTION WHEN foreign_key_violation OR deadlock_detected OR lock_not_available THEN
+            failed := failed + 1;
+            ROLLBACK;
+            CONTINUE;
+        END;
+        IF gone.delta_threads > 0 THEN
+            unsupported := unsupported + 1;
+        END IF;
+        IF gone.checkpoints > 0 THEN
+            -- In a new snapshot: was the thread written to while this deleted?
+            EXECUTE format(CASE strategy
+                WHEN 'delete' THEN
+                    'SELECT EXISTS (SELECT 1 FROM %1$I.pgc_checkpoints WHERE thread_id = $1)'
+                    ' OR EXISTS (SELECT 1 FROM %1$I.pgc_writes WHERE thread_id = $1)'
+                ELSE
+                    'SELECT (SELECT count(*) FROM %1$I.pgc_checkpoints WHERE thread_id = $1)'
+                    ' <> (SELECT count(DISTINCT checkpoint_ns) FROM %1$I.pgc_checkpoints'
+                    ' WHERE thread_id = $1)'
+                END, schema_name) INTO written USING thread;
+            IF written THEN
+                skipped := skipped + 1;
+                ROLLBACK;
+                CONTINUE;
+            END IF;
+            pruned := pruned + 1;
+            checkpoints := checkpoints + gone.checkpoints;
+            writes := writes + gone.writes;
+            blobs := blobs + gone.blobs;
+        END IF;
+        COMMIT;
+    END LOOP;
+
+    report := jsonb_build_object(
+        'strategy', strategy, 'cutoff', cutoff, 'examined', examined, 'threads', pruned,
+        'checkpoints', checkpoints, 'writes', writes, 'blobs', blobs,
+        'skipped', skipped, 'failed', failed, 'delta_threads_not_pruned', unsupported);
+    RAISE LOG 'pgcheckpoint_prune: %', report;
+END
+$procedure$;
+
+COMMENT ON PROCEDURE pgcheckpoint_prune(interval, text, int, text, jsonb) IS
+    'pgcheckpoint retention: delete threads idle for longer than older_than (strategy '
+    '''delete''), or keep their latest checkpoint per namespace (''keep_latest'', threads '
+    'without DeltaChannel data). See sql/retention.sql in the pgcheckpoint package.';

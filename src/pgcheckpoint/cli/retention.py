@@ -1,0 +1,319 @@
+"""Retention commands: `prune` (for cron) and `stats`.
+
+`pgcheckpoint prune` deletes threads idle for longer than `--older-than`, or
+trims history, in short transactions while the application keeps running (see
+`pgcheckpoint.retention`). Run it from cron; it exits 0 when the sweep ran,
+even if some threads were skipped because something else held them (the next
+run takes them), and non-zero with a message when it could not run.
+
+Example:
+    $ pgcheckpoint prune --older-than 30d --dry-run
+    $ pgcheckpoint prune --older-than 30d --max-seconds 600
+    $ pgcheckpoint prune --older-than 7d --strategy keep_latest
+    $ pgcheckpoint prune --keep-last 50
+    $ pgcheckpoint stats --json
+    # crontab: every night at 03:17
+    17 3 * * * PGCHECKPOINT_DSN=postgresql://app@db/app pgcheckpoint prune --older-than 30d
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from . import EXIT_OK, add_command, resolve_dsn, resolve_schema
+
+if TYPE_CHECKING:  # the rest is imported by the handlers, keeping `--help` cheap
+    from ..retention import PruneReport
+
+DEFAULT_BATCH_SIZE = 100
+DEFAULT_TOP = 10
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_DURATION = re.compile(r"(\d+)([smhdw])")
+
+
+def register(subparsers: Any) -> None:
+    """Add the `prune` and `stats` commands."""
+    p = add_command(
+        subparsers,
+        "prune",
+        help="delete idle threads or trim history (for cron)",
+        description=(
+            "Delete the threads whose newest checkpoint is older than --older-than, or keep "
+            "only their latest checkpoint (--strategy keep_latest), or trim every thread to "
+            "its newest N checkpoints (--keep-last N). Runs in short transactions, safe while "
+            "the application writes; a thread in use is skipped and taken by the next run."
+        ),
+    )
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument(
+        "--older-than",
+        type=parse_duration,
+        metavar="AGE",
+        help="threads idle for longer than AGE: a number and a unit s, m, h, d or w "
+        "(30d, 12h, 2w3d)",
+    )
+    what.add_argument(
+        "--keep-last",
+        type=_positive_int,
+        metavar="N",
+        help="keep every thread's newest N checkpoints per namespace, whatever their age",
+    )
+    p.add_argument(
+        "--strategy",
+        choices=("delete", "keep_latest"),
+        default=None,
+        help="with --older-than: delete the threads (default) or keep their latest "
+        "checkpoint per namespace",
+    )
+    p.add_argument("--dry-run", action="store_true", help="print what would go; change nothing")
+    p.add_argument(
+        "--batch-size",
+        type=_positive_int,
+        default=DEFAULT_BATCH_SIZE,
+        metavar="N",
+        help=f"threads per transaction (default: {DEFAULT_BATCH_SIZE})",
+    )
+    p.add_argument(
+        "--max-threads", type=_positive_int, metavar="N", help="look at most at N threads"
+    )
+    p.add_argument(
+        "--max-seconds",
+        type=_positive_float,
+        metavar="S",
+        help="start no new batch after S seconds",
+    )
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(handler=prune_command)
+
+    p = add_command(
+        subparsers,
+        "stats",
+        help="show what the tables hold: rows, bytes, activity, largest threads",
+    )
+    p.add_argument(
+        "--top",
+        type=_non_negative_int,
+        default=DEFAULT_TOP,
+        metavar="N",
+        help=f"list the N largest threads (default: {DEFAULT_TOP}; 0: none)",
+    )
+    p.add_argument("--json", action="store_true", help="print the stats as JSON")
+    p.set_defaults(handler=stats_command)
+
+
+def parse_duration(text: str) -> timedelta:
+    """A duration like `30d`, `12h`, `90m`, `45s`, `2w` or `1d12h`.
+
+    Example:
+        >>> parse_duration("1d12h")
+        datetime.timedelta(days=1, seconds=43200)
+    """
+    compact = text.strip().lower().replace(" ", "")
+    if not compact or _DURATION.sub("", compact):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a duration: write a number and a unit s, m, h, d or w, "
+            "e.g. 30d or 12h"
+        )
+    seconds = sum(int(n) * _UNITS[unit] for n, unit in _DURATION.findall(compact))
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is no time at all: give a positive duration")
+    return timedelta(seconds=seconds)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    return 0 if text.strip() == "0" else _positive_int(text)
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError("must be more than 0")
+    return value
+
+
+def prune_command(args: argparse.Namespace) -> int:
+    """Run `pgcheckpoint prune`."""
+    from ..saver import PostgresSaver
+    from . import EXIT_USAGE, CliError
+    from .progress import Progress
+
+    if args.keep_last is not None and args.strategy is not None:
+        raise CliError(
+            "--strategy goes with --older-than; --keep-last always keeps the newest N checkpoints",
+            exit_code=EXIT_USAGE,
+        )
+    dsn = resolve_dsn(args)
+    schema = resolve_schema(args)
+    strategy = args.strategy or "delete"
+    if args.keep_last is not None:
+        doing = f"keeping the newest {args.keep_last} checkpoints"
+    elif strategy == "delete":
+        doing = f"deleting threads idle for {_age(args.older_than)}"
+    else:
+        doing = f"trimming threads idle for {_age(args.older_than)} to their latest checkpoint"
+    label = ("dry run: " if args.dry_run else "") + doing
+    bar = Progress(label, total=None)
+
+    def advance(report: PruneReport) -> None:
+        bar.total = report.total
+        bar.advance(report.examined - bar.done)
+
+    limits = {
+        "batch_size": args.batch_size,
+        "max_threads": args.max_threads,
+        "max_seconds": args.max_seconds,
+        "dry_run": args.dry_run,
+        "progress": advance,
+    }
+    with PostgresSaver.from_conn_string(dsn, schema=schema) as saver, bar:
+        if args.keep_last is not None:
+            report = saver.prune_keep_last(args.keep_last, **limits)
+        else:
+            report = saver.prune_older_than(args.older_than, strategy=strategy, **limits)
+    if args.json:
+        print(json.dumps(report.as_dict(), ensure_ascii=False))
+    else:
+        _print_report(report, trim=args.keep_last is not None or strategy != "delete")
+    return EXIT_OK
+
+
+def _print_report(report: PruneReport, *, trim: bool) -> None:
+    verb = (
+        ("would trim" if trim else "would delete")
+        if report.dry_run
+        else ("trimmed" if trim else "deleted")
+    )
+    print(
+        f"{verb} {_n(report.threads, 'thread')}: {_n(report.checkpoints, 'checkpoint')}, "
+        f"{_n(report.writes, 'write')}, {_n(report.blobs, 'value')}, {_size(report.bytes)} "
+        f"(looked at {_n(report.examined, 'thread')})"
+    )
+    if report.skipped:
+        print(
+            f"skipped {_n(len(report.skipped), 'thread')} in use (another sweep, a prune or a "
+            f"run held them, or they were written to meanwhile): {_some(report.skipped)}; "
+            "the next run takes them",
+            file=sys.stderr,
+        )
+    if report.failed:
+        print(
+            f"left {_n(len(report.failed), 'thread')} whole after conflicts with concurrent "
+            f"writes: {_some(report.failed)}; the next run tries them again",
+            file=sys.stderr,
+        )
+    if not report.complete:
+        print(
+            "stopped at --max-threads or --max-seconds before the last thread; run again to go on",
+            file=sys.stderr,
+        )
+
+
+def stats_command(args: argparse.Namespace) -> int:
+    """Run `pgcheckpoint stats`."""
+    from ..retention import storage_stats_op
+    from ..saver import PostgresSaver
+
+    dsn = resolve_dsn(args)
+    schema = resolve_schema(args)
+    with PostgresSaver.from_conn_string(dsn, schema=schema) as saver:
+        stats = saver._run(storage_stats_op(schema, top=args.top))
+    if args.json:
+        print(json.dumps(stats.as_dict(), ensure_ascii=False))
+        return EXIT_OK
+    print(f"threads      {stats.threads}")
+    print(f"checkpoints  {stats.checkpoints}")
+    print(f"values       {stats.blobs}")
+    print(f"writes       {stats.writes}")
+    print(f"oldest       {_when(stats.oldest)}")
+    print(f"newest       {_when(stats.newest)}")
+    print()
+    rows = [["table", "rows", "data", "indexes", "total"]]
+    counts = {"pgc_checkpoints": stats.checkpoints, "pgc_blobs": stats.blobs}
+    counts["pgc_writes"] = stats.writes
+    for table in ("pgc_checkpoints", "pgc_blobs", "pgc_writes"):
+        size = stats.tables.get(table, {})
+        rows.append(
+            [
+                table,
+                str(counts[table]),
+                _size(size.get("table_bytes", 0)),
+                _size(size.get("index_bytes", 0)),
+                _size(size.get("total_bytes", 0)),
+            ]
+        )
+    total = sum(t.get("total_bytes", 0) for t in stats.tables.values())
+    rows.append(["all", "", "", "", _size(total)])
+    _print_table(rows)
+    if stats.largest:
+        print()
+        print("largest threads (bytes of stored values)")
+        rows = [["thread", "checkpoints", "values", "writes", "bytes", "newest"]]
+        for t in stats.largest:
+            rows.append(
+                [
+                    t["thread_id"],
+                    str(t["checkpoints"]),
+                    str(t["blobs"]),
+                    str(t["writes"]),
+                    _size(t["bytes"]),
+                    _when(t["newest"]),
+                ]
+            )
+        _print_table(rows)
+    return EXIT_OK
+
+
+def _print_table(rows: list[list[str]]) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        cells = [row[0].ljust(widths[0])]
+        cells += [cell.rjust(w) for cell, w in zip(row[1:], widths[1:], strict=True)]
+        print("  ".join(cells).rstrip())
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def _size(n: int) -> str:
+    value, unit = float(n), "B"
+    for bigger in ("KiB", "MiB", "GiB", "TiB"):
+        if value < 1024:
+            break
+        value, unit = value / 1024, bigger
+    return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
+
+
+def _age(delta: timedelta) -> str:
+    seconds = int(delta.total_seconds())
+    for unit in ("w", "d", "h", "m"):
+        if seconds % _UNITS[unit] == 0:
+            return f"{seconds // _UNITS[unit]}{unit}"
+    return f"{seconds}s"
+
+
+def _when(value: Any) -> str:
+    return "-" if value is None else value.isoformat(sep=" ", timespec="seconds")
+
+
+def _some(thread_ids: list[str], limit: int = 5) -> str:
+    shown = ", ".join(repr(t) for t in thread_ids[:limit])
+    return shown + (f" and {len(thread_ids) - limit} more" if len(thread_ids) > limit else "")
