@@ -9,35 +9,52 @@
 -- value that extends an earlier version of its channel is stored as the new
 -- items plus `base_version`; the foreign key on it fails the statement if that
 -- base was deleted meanwhile, and the core retries with full values.
-WITH new_blobs AS (
+-- The bytea arrays here and in the writes use binary placeholders (`b`, not `s`):
+-- psycopg sends a list of bytes as a text array, each value hex-escaped to twice
+-- its size.
+-- The parent is locked first (FOR KEY SHARE, as a foreign key would), so a put
+-- and a delete of its parent (retention, prune) take turns. A locking read sees
+-- the latest committed row: when the parent is missing, even deleted after this
+-- statement began, nothing is stored and `stored` comes back false.
+WITH parent AS MATERIALIZED (
+    SELECT 1 FROM {schema}.pgc_checkpoints
+    WHERE %(parent_checkpoint_id)s::text IS NOT NULL
+      AND thread_id = %(thread_id)s AND checkpoint_ns = %(checkpoint_ns)s
+      AND checkpoint_id = %(parent_checkpoint_id)s
+    FOR KEY SHARE
+), guard AS MATERIALIZED (
+    SELECT %(parent_checkpoint_id)s::text IS NULL OR EXISTS (SELECT 1 FROM parent) AS stored
+), new_blobs AS (
     INSERT INTO {schema}.pgc_blobs (thread_id, checkpoint_ns, channel, version, type, blob,
                                     base_version)
     SELECT %(thread_id)s, %(checkpoint_ns)s, b.channel, b.version, b.type, b.blob, b.base_version
     FROM unnest(%(blob_channels)s::text[], %(blob_versions)s::text[],
-                %(blob_types)s::text[], %(blob_values)s::bytea[], %(blob_bases)s::text[])
+                %(blob_types)s::text[], %(blob_values)b::bytea[], %(blob_bases)s::text[])
          AS b(channel, version, type, blob, base_version)
+    WHERE (SELECT stored FROM guard)
     ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
+), new_checkpoint AS (
+    INSERT INTO {schema}.pgc_checkpoints (
+        thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id,
+        type, checkpoint, channel_versions, inline_channels,
+        metadata_type, metadata_blob, metadata
+    )
+    SELECT %(thread_id)s, %(checkpoint_ns)s, %(checkpoint_id)s, %(parent_checkpoint_id)s,
+           %(run_id)s, %(type)s, %(checkpoint)s, %(channel_versions)s, %(inline_channels)s,
+           %(metadata_type)s, %(metadata_blob)s, %(metadata)s
+    WHERE (SELECT stored FROM guard)
+    ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
+        parent_checkpoint_id = EXCLUDED.parent_checkpoint_id,
+        run_id = EXCLUDED.run_id,
+        type = EXCLUDED.type,
+        checkpoint = EXCLUDED.checkpoint,
+        channel_versions = EXCLUDED.channel_versions,
+        inline_channels = EXCLUDED.inline_channels,
+        metadata_type = EXCLUDED.metadata_type,
+        metadata_blob = EXCLUDED.metadata_blob,
+        metadata = EXCLUDED.metadata
 )
-INSERT INTO {schema}.pgc_checkpoints (
-    thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id,
-    type, checkpoint, channel_versions, inline_channels,
-    metadata_type, metadata_blob, metadata
-)
-VALUES (
-    %(thread_id)s, %(checkpoint_ns)s, %(checkpoint_id)s, %(parent_checkpoint_id)s, %(run_id)s,
-    %(type)s, %(checkpoint)s, %(channel_versions)s, %(inline_channels)s,
-    %(metadata_type)s, %(metadata_blob)s, %(metadata)s
-)
-ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
-    parent_checkpoint_id = EXCLUDED.parent_checkpoint_id,
-    run_id = EXCLUDED.run_id,
-    type = EXCLUDED.type,
-    checkpoint = EXCLUDED.checkpoint,
-    channel_versions = EXCLUDED.channel_versions,
-    inline_channels = EXCLUDED.inline_channels,
-    metadata_type = EXCLUDED.metadata_type,
-    metadata_blob = EXCLUDED.metadata_blob,
-    metadata = EXCLUDED.metadata
+SELECT stored FROM guard
 
 -- name: upsert_writes
 -- Special writes (errors, interrupts, resumes) replace an earlier attempt's.
@@ -46,7 +63,7 @@ INSERT INTO {schema}.pgc_writes (
 )
 SELECT %(thread_id)s, %(checkpoint_ns)s, %(checkpoint_id)s, %(task_id)s, %(task_path)s,
        w.idx, w.channel, w.type, w.blob
-FROM unnest(%(idxs)s::int[], %(channels)s::text[], %(types)s::text[], %(blobs)s::bytea[])
+FROM unnest(%(idxs)s::int[], %(channels)s::text[], %(types)s::text[], %(blobs)b::bytea[])
      AS w(idx, channel, type, blob)
 ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SET
     channel = EXCLUDED.channel,
@@ -61,7 +78,7 @@ INSERT INTO {schema}.pgc_writes (
 )
 SELECT %(thread_id)s, %(checkpoint_ns)s, %(checkpoint_id)s, %(task_id)s, %(task_path)s,
        w.idx, w.channel, w.type, w.blob
-FROM unnest(%(idxs)s::int[], %(channels)s::text[], %(types)s::text[], %(blobs)s::bytea[])
+FROM unnest(%(idxs)s::int[], %(channels)s::text[], %(types)s::text[], %(blobs)b::bytea[])
      AS w(idx, channel, type, blob)
 ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
 
@@ -447,33 +464,17 @@ WITH RECURSIVE walk(thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_i
 )
 SELECT DISTINCT thread_id, checkpoint_ns, checkpoint_id FROM walk
 
--- name: delete_checkpoints
--- Deletes the listed checkpoints with their writes, then the blobs no remaining
--- checkpoint of those namespaces reads (directly, or as the base of a delta); a
--- kept checkpoint whose parent went is left without one.
-WITH RECURSIVE doomed AS (
-    SELECT * FROM unnest(%(thread_ids)s::text[], %(checkpoint_nss)s::text[],
-                         %(checkpoint_ids)s::text[]) AS d(thread_id, checkpoint_ns, checkpoint_id)
-), deleted_writes AS (
-    DELETE FROM {schema}.pgc_writes w USING doomed d
-    WHERE w.thread_id = d.thread_id AND w.checkpoint_ns = d.checkpoint_ns
-      AND w.checkpoint_id = d.checkpoint_id
-), deleted AS (
-    DELETE FROM {schema}.pgc_checkpoints c USING doomed d
-    WHERE c.thread_id = d.thread_id AND c.checkpoint_ns = d.checkpoint_ns
-      AND c.checkpoint_id = d.checkpoint_id
-    RETURNING c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.channel_versions
-), orphaned AS (
-    UPDATE {schema}.pgc_checkpoints c SET parent_checkpoint_id = NULL
-    FROM deleted d
-    WHERE c.thread_id = d.thread_id AND c.checkpoint_ns = d.checkpoint_ns
-      AND c.parent_checkpoint_id = d.checkpoint_id
-), freed AS (
-    SELECT DISTINCT d.thread_id, d.checkpoint_ns, v.channel, v.version
-    FROM deleted d, jsonb_each_text(d.channel_versions) AS v(channel, version)
-), kept_refs AS (
-    -- What the remaining checkpoints of those namespaces still read, with the
-    -- bases of deltas among them.
+-- fragment: checkpoint_bytes
+-- An expression: the stored size of the values of the checkpoints row `c`.
+(pg_column_size(c.checkpoint) + pg_column_size(c.metadata_blob)
+ + pg_column_size(c.metadata) + pg_column_size(c.channel_versions))
+
+-- fragment: blobs_to_drop
+-- Common table expressions shared by delete_checkpoints and its dry run: given
+-- `doomed` (the checkpoints that go) and `freed` (the values they read), `dropped`
+-- is the values that no other checkpoint of their namespaces reads, directly or
+-- as the base of a delta.
+kept_refs AS (
     SELECT c.thread_id, c.checkpoint_ns, v.channel, v.version
     FROM {schema}.pgc_checkpoints c, jsonb_each_text(c.channel_versions) AS v(channel, version)
     WHERE (c.thread_id, c.checkpoint_ns) IN (SELECT thread_id, checkpoint_ns FROM doomed)
@@ -491,15 +492,57 @@ WITH RECURSIVE doomed AS (
       ON b.thread_id = k.thread_id AND b.checkpoint_ns = k.checkpoint_ns
      AND b.channel = k.channel AND b.version = k.version
     WHERE b.base_version IS NOT NULL
+), dropped AS (
+    SELECT f.thread_id, f.checkpoint_ns, f.channel, f.version
+    FROM freed f
+    WHERE NOT EXISTS (
+        SELECT 1 FROM kept k
+        WHERE k.thread_id = f.thread_id AND k.checkpoint_ns = f.checkpoint_ns
+          AND k.channel = f.channel AND k.version = f.version
+    )
 )
-DELETE FROM {schema}.pgc_blobs b USING freed f
-WHERE b.thread_id = f.thread_id AND b.checkpoint_ns = f.checkpoint_ns
-  AND b.channel = f.channel AND b.version = f.version
-  AND NOT EXISTS (
-      SELECT 1 FROM kept k
-      WHERE k.thread_id = f.thread_id AND k.checkpoint_ns = f.checkpoint_ns
-        AND k.channel = f.channel AND k.version = f.version
-  )
+
+-- name: delete_checkpoints
+-- Deletes the listed checkpoints with their writes, then the blobs no remaining
+-- checkpoint of those namespaces reads (directly, or as the base of a delta); a
+-- kept checkpoint whose parent went is left without one. Checkpoints go before
+-- blobs (the blobs to free come from the deleted rows): a put locks its parent
+-- first, then the bases of its deltas, so taking them in that order never
+-- deadlocks with one. Returns what went.
+WITH RECURSIVE doomed AS (
+    SELECT * FROM unnest(%(thread_ids)s::text[], %(checkpoint_nss)s::text[],
+                         %(checkpoint_ids)s::text[]) AS d(thread_id, checkpoint_ns, checkpoint_id)
+), deleted_writes AS (
+    DELETE FROM {schema}.pgc_writes w USING doomed d
+    WHERE w.thread_id = d.thread_id AND w.checkpoint_ns = d.checkpoint_ns
+      AND w.checkpoint_id = d.checkpoint_id
+    RETURNING pg_column_size(w.blob) AS size
+), deleted AS (
+    DELETE FROM {schema}.pgc_checkpoints c USING doomed d
+    WHERE c.thread_id = d.thread_id AND c.checkpoint_ns = d.checkpoint_ns
+      AND c.checkpoint_id = d.checkpoint_id
+    RETURNING c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.channel_versions,
+              {checkpoint_bytes} AS size
+), orphaned AS (
+    UPDATE {schema}.pgc_checkpoints c SET parent_checkpoint_id = NULL
+    FROM deleted d
+    WHERE c.thread_id = d.thread_id AND c.checkpoint_ns = d.checkpoint_ns
+      AND c.parent_checkpoint_id = d.checkpoint_id
+), freed AS (
+    SELECT DISTINCT d.thread_id, d.checkpoint_ns, v.channel, v.version
+    FROM deleted d, jsonb_each_text(d.channel_versions) AS v(channel, version)
+), {blobs_to_drop}, deleted_blobs AS (
+    DELETE FROM {schema}.pgc_blobs b USING dropped f
+    WHERE b.thread_id = f.thread_id AND b.checkpoint_ns = f.checkpoint_ns
+      AND b.channel = f.channel AND b.version = f.version
+    RETURNING coalesce(pg_column_size(b.blob), 0) AS size
+)
+SELECT (SELECT count(*) FROM deleted) AS checkpoints,
+       (SELECT count(*) FROM deleted_writes) AS writes,
+       (SELECT count(*) FROM deleted_blobs) AS blobs,
+       coalesce((SELECT sum(size) FROM deleted), 0)
+       + coalesce((SELECT sum(size) FROM deleted_writes), 0)
+       + coalesce((SELECT sum(size) FROM deleted_blobs), 0) AS bytes
 
 -- name: thread_checkpoint_ids
 SELECT thread_id, checkpoint_ns, checkpoint_id
@@ -969,3 +1012,227 @@ WHERE thread_id = %(thread_id)s AND checkpoint_ns = %(checkpoint_ns)s
        OR right(checkpoint_id, char_length(%(checkpoint_id)s)) = %(checkpoint_id)s)
 ORDER BY checkpoint_id = %(checkpoint_id)s DESC, checkpoint_id DESC
 LIMIT 5
+
+-- Retention (pgcheckpoint.retention): sweeps that delete old threads or trim
+-- history, a batch of threads per short transaction, safe while the
+-- application writes (see the module for the protocol).
+
+-- name: retention_cutoff
+-- The cutoff of an age-based sweep, on the database's clock.
+SELECT now() - %(older_than)s::interval AS cutoff
+
+-- fragment: idle_threads
+-- The given threads whose newest checkpoint (any namespace) is older than `cutoff`,
+-- as the statement that includes this sees them.
+SELECT t.thread_id FROM unnest(%(thread_ids)s::text[]) AS t(thread_id)
+WHERE NOT EXISTS (
+    SELECT 1 FROM {schema}.pgc_checkpoints n
+    WHERE n.thread_id = t.thread_id AND n.created_at >= %(cutoff)s::timestamptz
+)
+
+-- name: retention_count_candidates
+-- How many threads a sweep will look at, for its progress: those whose newest
+-- checkpoint is older than `cutoff`, or with more than `keep_last` checkpoints
+-- in a namespace (NULL switches a condition off). One pass over the table.
+SELECT count(*) AS threads FROM (
+    SELECT thread_id
+    FROM (
+        SELECT thread_id, max(created_at) AS newest, count(*) AS checkpoints
+        FROM {schema}.pgc_checkpoints
+        GROUP BY thread_id, checkpoint_ns
+    ) AS per_namespace
+    GROUP BY thread_id
+    HAVING (%(cutoff)s::timestamptz IS NULL OR max(newest) < %(cutoff)s::timestamptz)
+       AND (%(keep_last)s::int IS NULL OR max(checkpoints) > %(keep_last)s::int)
+) AS candidates
+
+-- name: retention_candidates
+-- The next threads a sweep looks at, in thread_id order from `start` (after it
+-- when `exclusive`), with the conditions of retention_count_candidates. Walks
+-- the primary key one thread at a time (a loose index scan): a call reads the
+-- threads it returns and those it passes over, not the whole table. Rows come
+-- in walk order; the sweep goes on after the last one.
+WITH RECURSIVE walk(thread_id) AS (
+    (SELECT thread_id FROM {schema}.pgc_checkpoints
+     WHERE thread_id >= %(start)s::text ORDER BY thread_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT c.thread_id FROM {schema}.pgc_checkpoints c
+            WHERE c.thread_id > w.thread_id ORDER BY c.thread_id LIMIT 1)
+    FROM walk w
+    WHERE w.thread_id IS NOT NULL
+)
+SELECT w.thread_id
+FROM walk w
+WHERE w.thread_id IS NOT NULL
+  AND NOT (%(exclusive)s AND w.thread_id = %(start)s::text)
+  AND (%(cutoff)s::timestamptz IS NULL OR NOT EXISTS (
+      SELECT 1 FROM {schema}.pgc_checkpoints c
+      WHERE c.thread_id = w.thread_id AND c.created_at >= %(cutoff)s::timestamptz))
+  AND (%(keep_last)s::int IS NULL OR EXISTS (
+      SELECT 1 FROM {schema}.pgc_checkpoints c
+      WHERE c.thread_id = w.thread_id
+      GROUP BY c.checkpoint_ns HAVING count(*) > %(keep_last)s::int))
+LIMIT %(limit)s
+
+-- name: retention_read_committed
+-- A sweep's batch re-reads what changed under its locks, statement by statement.
+SET TRANSACTION ISOLATION LEVEL READ COMMITTED
+
+-- name: retention_lock_threads
+-- Tries, without waiting, each thread's maintenance lock (the one prune and
+-- delete_for_runs take) and its run lock (`lock_thread`), until the end of this
+-- transaction; returns the threads this sweep now holds. A thread another
+-- sweep, a prune or a guarded run holds is left for a later sweep. The batch
+-- gives up a row lock after `lock_timeout` (a put holds its parent's briefly).
+WITH settings AS MATERIALIZED (
+    SELECT set_config('lock_timeout', %(lock_timeout)s, true) AS lock_timeout
+)
+SELECT t.thread_id
+FROM settings,
+     unnest(%(thread_ids)s::text[], %(run_lock_keys)s::int4[]) WITH ORDINALITY
+         AS t(thread_id, run_lock_key, n)
+WHERE pg_try_advisory_xact_lock(%(lock_class)s::int4, hashtext(t.thread_id))
+  AND pg_try_advisory_xact_lock(%(run_lock_class)s::int4, t.run_lock_key)
+ORDER BY t.n
+
+-- name: retention_delete_threads
+-- Deletes whole the given threads that are still idle (see idle_threads), after
+-- the sweep took their locks. Checkpoints go first: a put locks its parent
+-- checkpoint, so this waits for a put in flight (the sweep then sees its new
+-- checkpoint and rolls back), and a put that comes later finds its parent gone
+-- and stores nothing. One row per deleted thread, with what went.
+WITH doomed AS MATERIALIZED (
+    {idle_threads}
+), deleted AS (
+    DELETE FROM {schema}.pgc_checkpoints c USING doomed d
+    WHERE c.thread_id = d.thread_id
+    RETURNING c.thread_id, {checkpoint_bytes} AS size
+), gone AS (
+    SELECT thread_id, count(*) AS checkpoints, sum(size) AS bytes
+    FROM deleted GROUP BY thread_id
+), deleted_writes AS (
+    DELETE FROM {schema}.pgc_writes w USING gone g
+    WHERE w.thread_id = g.thread_id
+    RETURNING w.thread_id, pg_column_size(w.blob) AS size
+), deleted_blobs AS (
+    DELETE FROM {schema}.pgc_blobs b USING gone g
+    WHERE b.thread_id = g.thread_id
+    RETURNING b.thread_id, coalesce(pg_column_size(b.blob), 0) AS size
+)
+SELECT g.thread_id, g.checkpoints, coalesce(w.n, 0) AS writes, coalesce(b.n, 0) AS blobs,
+       g.bytes + coalesce(w.bytes, 0) + coalesce(b.bytes, 0) AS bytes
+FROM gone g
+LEFT JOIN (SELECT thread_id, count(*) AS n, sum(size) AS bytes
+           FROM deleted_writes GROUP BY thread_id) w USING (thread_id)
+LEFT JOIN (SELECT thread_id, count(*) AS n, sum(size) AS bytes
+           FROM deleted_blobs GROUP BY thread_id) b USING (thread_id)
+
+-- name: retention_measure_threads
+-- What retention_delete_threads would delete, without deleting (a dry run).
+WITH doomed AS MATERIALIZED (
+    {idle_threads}
+)
+SELECT g.thread_id, g.checkpoints, coalesce(w.n, 0) AS writes, coalesce(b.n, 0) AS blobs,
+       g.bytes + coalesce(w.bytes, 0) + coalesce(b.bytes, 0) AS bytes
+FROM (SELECT c.thread_id, count(*) AS checkpoints, sum({checkpoint_bytes}) AS bytes
+      FROM {schema}.pgc_checkpoints c JOIN doomed d USING (thread_id)
+      GROUP BY c.thread_id) g
+LEFT JOIN (SELECT w.thread_id, count(*) AS n, sum(pg_column_size(w.blob)) AS bytes
+           FROM {schema}.pgc_writes w JOIN doomed d USING (thread_id)
+           GROUP BY w.thread_id) w USING (thread_id)
+LEFT JOIN (SELECT b.thread_id, count(*) AS n,
+                  sum(coalesce(pg_column_size(b.blob), 0)) AS bytes
+           FROM {schema}.pgc_blobs b JOIN doomed d USING (thread_id)
+           GROUP BY b.thread_id) b USING (thread_id)
+
+-- name: retention_ranked_checkpoints
+-- The checkpoints of the given threads (those still idle; NULL cutoff: all),
+-- each with its rank in its namespace, 1 for the newest (the order of `list`).
+SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id,
+       row_number() OVER (PARTITION BY c.thread_id, c.checkpoint_ns
+                          ORDER BY c.checkpoint_id DESC) AS rank
+FROM {schema}.pgc_checkpoints c
+WHERE c.thread_id = ANY(%(thread_ids)s::text[])
+  AND (%(cutoff)s::timestamptz IS NULL OR c.thread_id IN ({idle_threads}))
+
+-- name: measure_checkpoints
+-- What delete_checkpoints would delete for the same list, without deleting (a
+-- dry run), from the same rules (blobs_to_drop).
+WITH RECURSIVE doomed AS (
+    SELECT * FROM unnest(%(thread_ids)s::text[], %(checkpoint_nss)s::text[],
+                         %(checkpoint_ids)s::text[]) AS d(thread_id, checkpoint_ns, checkpoint_id)
+), doomed_rows AS (
+    SELECT c.* FROM {schema}.pgc_checkpoints c
+    JOIN doomed d ON c.thread_id = d.thread_id AND c.checkpoint_ns = d.checkpoint_ns
+                 AND c.checkpoint_id = d.checkpoint_id
+), freed AS (
+    SELECT DISTINCT c.thread_id, c.checkpoint_ns, v.channel, v.version
+    FROM doomed_rows c, jsonb_each_text(c.channel_versions) AS v(channel, version)
+), {blobs_to_drop}, doomed_writes AS (
+    SELECT pg_column_size(w.blob) AS size
+    FROM {schema}.pgc_writes w
+    JOIN doomed d ON w.thread_id = d.thread_id AND w.checkpoint_ns = d.checkpoint_ns
+                 AND w.checkpoint_id = d.checkpoint_id
+), dropped_blobs AS (
+    SELECT coalesce(pg_column_size(b.blob), 0) AS size
+    FROM {schema}.pgc_blobs b
+    JOIN dropped f ON b.thread_id = f.thread_id AND b.checkpoint_ns = f.checkpoint_ns
+                  AND b.channel = f.channel AND b.version = f.version
+)
+SELECT (SELECT count(*) FROM doomed_rows) AS checkpoints,
+       (SELECT count(*) FROM doomed_writes) AS writes,
+       (SELECT count(*) FROM dropped_blobs) AS blobs,
+       coalesce((SELECT sum({checkpoint_bytes}) FROM doomed_rows c), 0)
+       + coalesce((SELECT sum(size) FROM doomed_writes), 0)
+       + coalesce((SELECT sum(size) FROM dropped_blobs), 0) AS bytes
+
+-- name: retention_changed_threads
+-- In a new snapshot, after a batch's deletes: the threads written to since the
+-- batch read them, whose deletes must be rolled back (a put in flight committed
+-- first, or writes landed on a thread being deleted whole). `checkpoints` is
+-- how many each thread should have left; `whole`: the threads were deleted
+-- whole, so no write of theirs may remain either.
+SELECT k.thread_id
+FROM unnest(%(thread_ids)s::text[], %(checkpoints)s::int8[]) AS k(thread_id, checkpoints)
+WHERE (SELECT count(*) FROM {schema}.pgc_checkpoints c WHERE c.thread_id = k.thread_id)
+      <> k.checkpoints
+   OR (%(whole)s AND EXISTS (
+       SELECT 1 FROM {schema}.pgc_writes w WHERE w.thread_id = k.thread_id))
+
+-- name: storage_counts
+-- `pgcheckpoint stats`: rows per table, and the oldest and newest checkpoint.
+SELECT (SELECT count(DISTINCT thread_id) FROM {schema}.pgc_checkpoints) AS threads,
+       (SELECT count(*) FROM {schema}.pgc_checkpoints) AS checkpoints,
+       (SELECT count(*) FROM {schema}.pgc_blobs) AS blobs,
+       (SELECT count(*) FROM {schema}.pgc_writes) AS writes,
+       (SELECT min(created_at) FROM {schema}.pgc_checkpoints) AS oldest,
+       (SELECT max(created_at) FROM {schema}.pgc_checkpoints) AS newest
+
+-- name: storage_table_sizes
+-- `pgcheckpoint stats`: the space each table takes on disk (TOAST included), for
+-- tables named (schema-qualified, quoted) by the caller.
+SELECT t.name AS table_name, pg_table_size(t.relation) AS table_bytes,
+       pg_indexes_size(t.relation) AS index_bytes,
+       pg_total_relation_size(t.relation) AS total_bytes
+FROM unnest(%(names)s::text[], %(relations)s::text[]::regclass[]) AS t(name, relation)
+
+-- name: storage_largest_threads
+-- `pgcheckpoint stats`: the threads whose stored values take the most bytes.
+SELECT thread_id, sum(checkpoints) AS checkpoints, sum(blobs) AS blobs,
+       sum(writes) AS writes, sum(bytes) AS bytes,
+       min(oldest) AS oldest, max(newest) AS newest
+FROM (
+    SELECT c.thread_id, count(*) AS checkpoints, 0 AS blobs, 0 AS writes,
+           sum({checkpoint_bytes}) AS bytes, min(c.created_at) AS oldest,
+           max(c.created_at) AS newest
+    FROM {schema}.pgc_checkpoints c GROUP BY c.thread_id
+    UNION ALL
+    SELECT b.thread_id, 0, count(*), 0, sum(coalesce(pg_column_size(b.blob), 0)), NULL, NULL
+    FROM {schema}.pgc_blobs b GROUP BY b.thread_id
+    UNION ALL
+    SELECT w.thread_id, 0, 0, count(*), sum(pg_column_size(w.blob)), NULL, NULL
+    FROM {schema}.pgc_writes w GROUP BY w.thread_id
+) AS per_table
+GROUP BY thread_id
+ORDER BY sum(bytes) DESC, thread_id
+LIMIT %(limit)s

@@ -14,6 +14,7 @@ from .crypto import EncryptedSerde
 from .errors import (
     DecryptionError,
     InvalidInputError,
+    MissingParentError,
     PgCheckpointError,
     PoolTimeoutError,
     SchemaOutOfDateError,
@@ -27,6 +28,7 @@ __all__ = [
     "DecryptionError",
     "EncryptedSerde",
     "InvalidInputError",
+    "MissingParentError",
     "PgCheckpointError",
     "PoolTimeoutError",
     "PostgresSaver",

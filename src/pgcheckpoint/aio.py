@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
@@ -32,6 +33,7 @@ from . import migrate
 from .core import Op, SaverCore, thread_of
 from .drivers import (
     SCHEMA_ERRORS,
+    OpRun,
     conninfo_of,
     pool_settings,
     pool_timeout_error,
@@ -53,6 +55,7 @@ from .locking import (
     slots_timeout_message,
 )
 from .queries import Queries
+from .retention import DEFAULT_BATCH_SIZE, PruneReport, keep_last_sweep, older_than_sweep
 
 __all__ = ["AsyncPostgresSaver"]
 
@@ -165,25 +168,41 @@ class AsyncPostgresSaver(SaverCore):
 
     async def _run(self, op: Op[T], *, atomic: bool = False) -> T:
         try:
-            # binary results: bytea arrives as its bytes, not as hex text twice the size
-            async with (
-                self._connection() as conn,
-                conn.cursor(row_factory=dict_row, binary=True) as cur,
-            ):
-                in_pipe = self.pipe is not None and conn is self.conn
-                if atomic or not conn.autocommit:
-                    async with conn.transaction():
-                        result = await self._drive(cur, op)
-                else:
-                    result = await self._drive(cur, op)
-                if in_pipe and self.pipe is not None:
-                    await self.pipe.sync()
-                return result
+            run = OpRun(op, pooled=isinstance(self.conn, AsyncConnectionPool))
+        except StopIteration as done:  # nothing to run
+            return done.value  # type: ignore[no-any-return]
+        try:
+            while True:
+                async with self._connection() as conn:
+                    try:
+                        return await self._run_on(conn, run, atomic=atomic)
+                    except Error as exc:
+                        if not run.may_retry(exc, conn):
+                            raise
+                run.retried = True
+                if isinstance(self.conn, AsyncConnectionPool):
+                    # what broke this connection (a restart) broke the idle ones too
+                    await self.conn.check()
         except SCHEMA_ERRORS as exc:
             error = await self._schema_error()
             if error is None:
                 raise
             raise error from exc
+
+    async def _run_each(self, ops: Generator[Op[Any], Any, T]) -> T:
+        # Runs each op the generator yields in a transaction of its own; its
+        # result, or its error, goes back into the generator.
+        try:
+            op = next(ops)
+            while True:
+                try:
+                    result = await self._run(op, atomic=True)
+                except Exception as exc:
+                    op = ops.throw(exc)
+                else:
+                    op = ops.send(result)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
 
     async def _schema_error(self) -> SchemaOutOfDateError | None:
         try:
@@ -192,17 +211,31 @@ class AsyncPostgresSaver(SaverCore):
             return None
         return schema_error(self.schema, revision)
 
-    async def _drive(self, cur: AsyncCursor[DictRow], op: Op[T]) -> T:
+    async def _run_on(self, conn: AsyncConnection[Any], run: OpRun[T], *, atomic: bool) -> T:
+        # binary results: bytea arrives as its bytes, not as hex text twice the size
+        async with conn.cursor(row_factory=dict_row, binary=True) as cur:
+            in_pipe = self.pipe is not None and conn is self.conn
+            if atomic or not conn.autocommit:
+                async with conn.transaction():
+                    result = await self._drive(cur, run)
+            else:
+                result = await self._drive(cur, run)
+            if in_pipe and self.pipe is not None:
+                await self.pipe.sync()
+            return result
+
+    async def _drive(self, cur: AsyncCursor[DictRow], op: Op[T] | OpRun[T]) -> T:
         try:
-            stmt = next(op)
+            run = op if isinstance(op, OpRun) else OpRun(op)
+            stmt = run.first
             while True:
                 try:
                     await cur.execute(self.queries[stmt.name], stmt.params)
                     rows = await cur.fetchall() if stmt.fetch else []
                 except Error as exc:  # raised at the op's yield: it may handle it
-                    stmt = op.throw(exc)
+                    stmt = run.throw(exc, cur.connection)
                 else:
-                    stmt = op.send(rows)
+                    stmt = run.send(rows)
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
 
@@ -306,6 +339,71 @@ class AsyncPostgresSaver(SaverCore):
             >>> await saver.adelete_for_runs(["run-1"])  # doctest: +SKIP
         """
         await self._run(self.delete_for_runs_op(run_ids), atomic=True)
+
+    async def aprune_older_than(
+        self,
+        older_than: timedelta,
+        *,
+        strategy: str = "delete",
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        max_threads: int | None = None,
+        max_seconds: float | None = None,
+        dry_run: bool = False,
+        progress: Callable[[PruneReport], None] | None = None,
+    ) -> PruneReport:
+        """Delete the threads idle for longer than `older_than`, or trim them.
+
+        The arguments and the result are those of `PostgresSaver.prune_older_than`.
+
+        Example:
+            >>> report = await saver.aprune_older_than(timedelta(days=30))  # doctest: +SKIP
+            >>> report.threads  # doctest: +SKIP
+            12
+        """
+        return await self._run_each(
+            older_than_sweep(
+                self,
+                older_than,
+                strategy=strategy,
+                schema=self.schema,
+                batch_size=batch_size,
+                max_threads=max_threads,
+                max_seconds=max_seconds,
+                dry_run=dry_run,
+                progress=progress,
+            )
+        )
+
+    async def aprune_keep_last(
+        self,
+        keep: int,
+        *,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        max_threads: int | None = None,
+        max_seconds: float | None = None,
+        dry_run: bool = False,
+        progress: Callable[[PruneReport], None] | None = None,
+    ) -> PruneReport:
+        """Trim every thread to its newest `keep` checkpoints per namespace, whatever their age.
+
+        The arguments and the result are those of `PostgresSaver.prune_keep_last`.
+
+        Example:
+            >>> (await saver.aprune_keep_last(20)).checkpoints  # doctest: +SKIP
+            1200
+        """
+        return await self._run_each(
+            keep_last_sweep(
+                self,
+                keep,
+                schema=self.schema,
+                batch_size=batch_size,
+                max_threads=max_threads,
+                max_seconds=max_seconds,
+                dry_run=dry_run,
+                progress=progress,
+            )
+        )
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
@@ -515,6 +613,14 @@ class AsyncPostgresSaver(SaverCore):
         try:
             try:
                 conn = await pool.getconn()
+                try:
+                    # held for a whole run, so worth a round trip: one an outage
+                    # broke is replaced, as `_run` replaces one
+                    await pool.check_connection(conn)
+                except Error:
+                    await pool.putconn(conn)
+                    await pool.check()
+                    conn = await pool.getconn()
             except PoolTimeout as exc:
                 raise pool_timeout_error(pool, exc) from exc
             autocommit = conn.autocommit

@@ -16,11 +16,13 @@ Example:
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import math
 import os
 import random
 import threading
+from collections import OrderedDict
 from collections.abc import Collection, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, cast, runtime_checkable
@@ -45,8 +47,8 @@ from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from psycopg.errors import ForeignKeyViolation
 from psycopg.types.json import Jsonb
 
-from .appends import AppendCache, AppendPlan, join_arrays
-from .errors import InvalidInputError
+from .appends import AppendCache, AppendPlan, array_header, join_arrays
+from .errors import InvalidInputError, MissingParentError
 
 __all__ = [
     "Op",
@@ -122,6 +124,7 @@ _COPIED_WRITE_COLUMNS = (
     "blob",
 )
 _zstd = threading.local()
+_SEED_LOCK = threading.Lock()
 
 
 @runtime_checkable
@@ -424,6 +427,8 @@ class SaverCore(BaseCheckpointSaver[str]):
     copy_batch_size: int = 200
     # Store lists that grow by appending as deltas on an earlier version, with
     # a full copy at least every `full_value_every` versions.
+    # DeltaChannel seeds kept decoded (see `_load_seed`).
+    seed_cache_size: int = 64
     append_deltas: bool = os.environ.get("PGCHECKPOINT_APPEND_DELTAS", "1").lower() not in (
         "0",
         "false",
@@ -439,7 +444,23 @@ class SaverCore(BaseCheckpointSaver[str]):
 
         `aad` is the value's `binding`; an encrypting serializer authenticates it.
         """
-        return self.pack_value(*self.inner_serde.dumps_typed(value), aad)
+        return self.pack_value(*self.serialize(value, aad), aad)
+
+    def serialize(self, value: Any, aad: bytes) -> tuple[str, bytes]:
+        """The inner serializer's type and bytes for a value bound to `aad`.
+
+        A value the serializer refuses (a function, a socket, an int over 64
+        bits) raises `InvalidInputError` naming where it was to be stored,
+        before any statement runs.
+        """
+        try:
+            return self.inner_serde.dumps_typed(value)
+        except Exception as exc:
+            raise InvalidInputError(
+                f"cannot store the {describe_binding(aad)}: the serializer refused its "
+                f"{type(value).__name__!r} value ({exc}); keep objects it cannot encode "
+                "out of the graph's state, or pass a serde that handles them"
+            ) from exc
 
     def load_value(self, type_: str, data: bytes | None, aad: bytes) -> Any:
         """The inverse of `dump_value`."""
@@ -480,13 +501,25 @@ class SaverCore(BaseCheckpointSaver[str]):
             cache = self.__dict__["_append_cache"] = AppendCache()
         return cast(AppendCache, cache)
 
-    def load_blob(self, key: tuple[str, str, str], pieces: Sequence[tuple[str, str, bytes]]) -> Any:
+    def load_blob(
+        self,
+        key: tuple[str, str, str],
+        pieces: Sequence[tuple[str, str, bytes]],
+        memo: dict[tuple[str, str, str, str], list[Any]] | None = None,
+    ) -> Any:
         """Rebuild a channel value from its stored pieces (version, type, bytes).
 
         One piece is a whole value; more are a full list followed by the deltas
         on top of it, oldest first. Lists are remembered for the next delta.
+        With `memo` (one per `list` call), a list's pieces are decoded once for
+        all the checkpoints that share them; each gets its own list of shallow
+        copies of the items, so no two returned values share a mutable object.
         """
         thread_id, ns, channel = key
+        if memo is not None:
+            items = self._load_list_pieces(key, pieces, memo)
+            if items is not None:
+                return [copy.copy(item) for item in items]
         raws = [
             self.unpack_value(type_, data, binding("blob", thread_id, ns, channel, version))
             for version, type_, data in pieces
@@ -498,6 +531,73 @@ class SaverCore(BaseCheckpointSaver[str]):
         if type_ == "msgpack" and self.append_deltas:
             self.append_cache.remember(key, pieces[-1][0], data, chain=len(raws) - 1)
         return self.inner_serde.loads_typed((type_, data))
+
+    def _load_seed(
+        self, key: tuple[str, str, str], pieces: Sequence[tuple[str, str, bytes]]
+    ) -> Any:
+        """A DeltaChannel seed, decoded once per process while it stays the seed.
+
+        A snapshot is read again at every step until the next one, and decoding
+        it is most of the cost of rebuilding the channel. Stored values never
+        change, so the decoded list is kept (a bounded LRU) and each caller gets
+        a fresh list of shallow copies of its items.
+        """
+        # Keyed by the stored bytes, not the version: a deleted thread written
+        # again may reuse version strings, and its values must not be confused.
+        digest = hashlib.blake2b(digest_size=16)
+        for _, type_, data in pieces:
+            digest.update(type_.encode("utf-8", "surrogatepass") + b"\x00")
+            digest.update(len(data or b"").to_bytes(8, "big"))
+            digest.update(data or b"")
+        cache_key = (*key, digest.hexdigest())
+        with _SEED_LOCK:
+            cached = self.seed_cache.get(cache_key)
+            if cached is not None:
+                self.seed_cache.move_to_end(cache_key)
+        if cached is None:
+            cached = self.load_blob(key, pieces)
+            items = cached.value if isinstance(cached, _DeltaSnapshot) else cached
+            if not isinstance(items, list):
+                return cached
+            with _SEED_LOCK:
+                self.seed_cache[cache_key] = cached
+                while len(self.seed_cache) > self.seed_cache_size:
+                    self.seed_cache.popitem(last=False)
+        if isinstance(cached, _DeltaSnapshot):
+            return _DeltaSnapshot([copy.copy(item) for item in cached.value])
+        return [copy.copy(item) for item in cached]
+
+    @property
+    def seed_cache(self) -> OrderedDict[tuple[str, ...], Any]:
+        """Decoded DeltaChannel seeds by (thread, namespace, channel, digest of the bytes)."""
+        cache = self.__dict__.get("_seed_cache")
+        if cache is None:
+            cache = self.__dict__["_seed_cache"] = OrderedDict()
+        return cast("OrderedDict[tuple[str, ...], Any]", cache)
+
+    def _load_list_pieces(
+        self,
+        key: tuple[str, str, str],
+        pieces: Sequence[tuple[str, str, bytes]],
+        memo: dict[tuple[str, str, str, str], list[Any]],
+    ) -> list[Any] | None:
+        """The items of a stored list, each piece decoded once per memo; None if not a list."""
+        thread_id, ns, channel = key
+        items: list[Any] = []
+        for version, type_, data in pieces:
+            memo_key = (thread_id, ns, channel, version)
+            decoded = memo.get(memo_key)
+            if decoded is None:
+                aad = binding("blob", thread_id, ns, channel, version)
+                inner_type, raw = self.unpack_value(type_, data, aad)
+                if inner_type != "msgpack" or array_header(raw) is None:
+                    return None
+                decoded = self.inner_serde.loads_typed((inner_type, raw))
+                if not isinstance(decoded, list):
+                    return None
+                memo[memo_key] = decoded
+            items.extend(decoded)
+        return items
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         """The next channel version: a zero-padded counter and a random tail.
@@ -572,7 +672,8 @@ class SaverCore(BaseCheckpointSaver[str]):
                 inline[channel] = value
             elif channel in new_versions:
                 version = str(new_versions[channel])
-                type_, data = self.inner_serde.dumps_typed(value)
+                aad = binding("blob", thread_id, checkpoint_ns, channel, version)
+                type_, data = self.serialize(value, aad)
                 plan = None
                 if self.append_deltas and type_ == "msgpack" and isinstance(value, list):
                     key = (thread_id, checkpoint_ns, check_id("channel", channel))
@@ -608,13 +709,17 @@ class SaverCore(BaseCheckpointSaver[str]):
             **self._blob_params(thread_id, checkpoint_ns, blobs, deltas=True),
         }
         try:
-            yield Stmt("put_checkpoint", params)
+            rows = yield Stmt("put_checkpoint", params, fetch=True)
         except ForeignKeyViolation:
             # A delta's base was deleted (pruned) since this saver stored it:
             # store whole values instead.
             self.append_cache.forget_thread(thread_id)
             params.update(self._blob_params(thread_id, checkpoint_ns, blobs, deltas=False))
-            yield Stmt("put_checkpoint", params)
+            rows = yield Stmt("put_checkpoint", params, fetch=True)
+        if rows and not rows[0]["stored"]:
+            # The parent is gone (retention, prune, delete_thread), perhaps while
+            # the graph ran on it: a child saved anyway would cut its history short.
+            raise MissingParentError(thread_id, checkpoint_ns, checkpoint_id, cast(str, parent_id))
         if self.append_deltas:
             for channel, (version, type_, data, plan) in blobs.items():
                 if type_ == "msgpack":
@@ -724,7 +829,10 @@ class SaverCore(BaseCheckpointSaver[str]):
             "filter": None if projection is None else Jsonb(projection),
             "limit": None if lossy else limit,
         }
-        rows = yield Stmt("list_checkpoints", params, fetch=True)
+        one_thread = params["thread_id"] is not None and params["checkpoint_ns"] is not None
+        rows = yield Stmt(
+            "list_thread_checkpoints" if one_thread else "list_checkpoints", params, fetch=True
+        )
         return rows, (filter if lossy else None)
 
     def delete_thread_op(self, thread_id: str) -> Op[None]:
@@ -1004,7 +1112,7 @@ class SaverCore(BaseCheckpointSaver[str]):
             # Piece 0 is the seed itself; the highest piece is the full value.
             chain.sort(key=lambda r: -r["idx"])
             if chain[-1]["type"] != "empty":
-                seeds[channel] = self.load_blob(
+                seeds[channel] = self._load_seed(
                     (thread_id, ns, channel),
                     [(r["version"], r["type"], r["blob"]) for r in chain],
                 )
@@ -1024,8 +1132,13 @@ class SaverCore(BaseCheckpointSaver[str]):
             result[ch] = entry
         return result
 
-    def load_tuple(self, row: Row) -> CheckpointTuple:
-        """Decode one row of `checkpoint_tuple_from` into a `CheckpointTuple`."""
+    def load_tuple(
+        self, row: Row, memo: dict[tuple[str, str, str, str], list[Any]] | None = None
+    ) -> CheckpointTuple:
+        """Decode one row of `checkpoint_tuple_from` into a `CheckpointTuple`.
+
+        `memo` lets the rows of one `list` call share the decoding of list pieces.
+        """
         thread_id, ns, checkpoint_id = _key(row)
         record = self.load_value(
             row["type"], row["checkpoint"], binding("checkpoint", thread_id, ns, checkpoint_id)
@@ -1043,7 +1156,7 @@ class SaverCore(BaseCheckpointSaver[str]):
             pieces.setdefault(channel, []).append((version, type_, data))
         for channel, chain in pieces.items():
             if chain[-1][1] != "empty":
-                values[channel] = self.load_blob((thread_id, ns, channel), chain)
+                values[channel] = self.load_blob((thread_id, ns, channel), chain, memo)
         record["channel_values"] = values
         record["channel_versions"] = dict(row["channel_versions"] or {})
         pending = [
@@ -1096,10 +1209,11 @@ class SaverCore(BaseCheckpointSaver[str]):
     ) -> Generator[CheckpointTuple, None, None]:
         """Decode listed rows lazily, applying a filter JSONB could not hold."""
         count = 0
+        memo: dict[tuple[str, str, str, str], list[Any]] = {}
         for row in rows:
             if limit is not None and count >= limit:
                 return
-            tup = self.load_tuple(row)
+            tup = self.load_tuple(row, memo)
             if recheck is not None and not metadata_matches(tup.metadata, recheck):
                 continue
             count += 1

@@ -9,19 +9,46 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-from psycopg import AsyncConnection, Connection, errors
+from psycopg import AsyncConnection, Connection, Error, OperationalError, errors
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
-from .core import Op, Stmt
+from .core import Op, Row, Stmt
 from .errors import PgCheckpointError, PoolTimeoutError, SchemaOutOfDateError
+
+T = TypeVar("T")
 
 # What a statement raises when the schema lacks a table or column it expects. The
 # drivers catch these (free until raised) and ask `schema_error` what to say.
 SCHEMA_ERRORS = (errors.UndefinedTable, errors.UndefinedColumn)
+
+# Statements a saver over a pool runs once more, on another connection, when the
+# connection is lost while one runs as its op's first (so nothing of the op is
+# lost but that statement, which may or may not have committed): reads, locks
+# that end with their transaction, and writes whose second run leaves what the
+# first left (an upsert of the same values, an insert that skips existing rows,
+# a delete). Every public operation starts with one of these.
+RETRY_SAFE = frozenset(
+    {
+        "get_latest_checkpoint",
+        "get_checkpoint_by_id",
+        "list_checkpoints",
+        "list_thread_checkpoints",
+        "delta_channel_history",
+        "run_checkpoints",
+        "thread_checkpoints_page",
+        "version_table_exists",
+        "lock_threads_for_maintenance",
+        "put_checkpoint",
+        "insert_writes",
+        "upsert_writes",
+        "delete_thread",
+        "copy_thread",
+    }
+)
 
 # Connection options psycopg takes that are not libpq parameters.
 _NOT_LIBPQ = {"autocommit", "prepare_threshold", "row_factory", "cursor_factory", "context"}
@@ -30,10 +57,12 @@ _NOT_LIBPQ = {"autocommit", "prepare_threshold", "row_factory", "cursor_factory"
 def pool_settings(pool: bool | Mapping[str, Any], *, asynchronous: bool = False) -> dict[str, Any]:
     """Settings for a pool the saver opens itself.
 
-    Connections are autocommit (the saver makes its own transactions) and
-    checked before use, so one left broken by a restart or an idle timeout is
-    replaced instead of failing a request. An async pool is opened by the
-    caller (`await pool.open()`), as psycopg_pool asks.
+    Connections are autocommit (the saver makes its own transactions). They
+    are not checked before each use (a round trip per operation): the saver
+    replaces a connection that a restart or an idle timeout broke when an
+    operation finds it so (`OpRun`), which psycopg_pool's `check` does only one
+    stale connection at a time, sleeping 1, 2, 4... seconds in between. An
+    async pool is opened by the caller (`await pool.open()`), as psycopg_pool asks.
 
     Example:
         >>> pool_settings(True)["kwargs"]["autocommit"]
@@ -47,8 +76,6 @@ def pool_settings(pool: bool | Mapping[str, Any], *, asynchronous: bool = False)
     settings["kwargs"] = kwargs
     settings.setdefault("open", not asynchronous)
     settings.setdefault("name", "pgcheckpoint")
-    pool_class = AsyncConnectionPool if asynchronous else ConnectionPool
-    settings.setdefault("check", pool_class.check_connection)
     return settings
 
 
@@ -75,6 +102,55 @@ def conninfo_of(
     if password:
         params["password"] = password
     return make_conninfo("", **params)
+
+
+class OpRun(Generic[T]):
+    """An op in a driver's hands, and whether it may start over on another connection.
+
+    Creating one runs the op to its first statement (no I/O, so a bad argument
+    fails before a connection is taken); `StopIteration` means it needed none.
+    The driver executes the statement, then gives the op its rows (`send`) or
+    its error (`throw`), which return the next statement. A connection lost
+    while the first statement runs leaves the op untouched: with a pool, and a
+    statement in `RETRY_SAFE`, `throw` raises the error without giving it to
+    the op, `may_retry` says yes, and the driver runs `first` again, once, on
+    another connection.
+
+    Example:
+        >>> run = OpRun(schema_revision_op("public"), pooled=True)
+        >>> run.first.name
+        'version_table_exists'
+    """
+
+    __slots__ = ("first", "op", "pooled", "retried", "started")
+
+    def __init__(self, op: Op[T], *, pooled: bool = False) -> None:
+        self.op = op
+        self.pooled = pooled
+        self.first = next(op)
+        self.started = False  # the op has seen the outcome of a statement
+        self.retried = False
+
+    def send(self, rows: list[Row]) -> Stmt:
+        self.started = True
+        return self.op.send(rows)
+
+    def throw(self, exc: Error, conn: Connection[Any] | AsyncConnection[Any]) -> Stmt:
+        if self.may_retry(exc, conn):
+            raise exc
+        self.started = True
+        return self.op.throw(exc)
+
+    def may_retry(self, exc: BaseException, conn: Connection[Any] | AsyncConnection[Any]) -> bool:
+        """Whether `exc`, raised on `conn`, lets the op start over on another connection."""
+        return (
+            self.pooled
+            and not self.started
+            and not self.retried
+            and isinstance(exc, OperationalError)
+            and conn.closed  # lost, not a statement that failed on a live session
+            and self.first.name in RETRY_SAFE
+        )
 
 
 def pool_timeout_error(

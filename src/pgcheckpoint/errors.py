@@ -17,6 +17,7 @@ from psycopg_pool import PoolTimeout
 __all__ = [
     "DecryptionError",
     "InvalidInputError",
+    "MissingParentError",
     "PgCheckpointError",
     "PoolTimeoutError",
     "SchemaOutOfDateError",
@@ -95,3 +96,38 @@ class PoolTimeoutError(PgCheckpointError, PoolTimeout):
         >>> issubclass(PoolTimeoutError, (PoolTimeout, psycopg.OperationalError))
         True
     """
+
+
+class MissingParentError(PgCheckpointError):
+    """A checkpoint continues from a parent checkpoint that does not exist; nothing was saved.
+
+    The parent was deleted (by retention, `prune`, `delete_thread` or
+    `delete_for_runs`), possibly while the graph was running on it, or never
+    saved. Saving the child anyway would leave a thread whose history stops
+    short, so the put is refused.
+
+    Attributes:
+        thread_id: The thread of the refused checkpoint.
+        checkpoint_ns: Its namespace.
+        checkpoint_id: The refused checkpoint.
+        parent_checkpoint_id: The parent that is missing.
+
+    Example:
+        >>> err = MissingParentError("t1", "", "c2", "c1")
+        >>> err.parent_checkpoint_id
+        'c1'
+    """
+
+    def __init__(
+        self, thread_id: str, checkpoint_ns: str, checkpoint_id: str, parent_checkpoint_id: str
+    ) -> None:
+        self.thread_id = thread_id
+        self.checkpoint_ns = checkpoint_ns
+        self.checkpoint_id = checkpoint_id
+        self.parent_checkpoint_id = parent_checkpoint_id
+        super().__init__(
+            f"checkpoint {checkpoint_id!r} of thread {thread_id!r}, namespace "
+            f"{checkpoint_ns!r} was not saved: its parent {parent_checkpoint_id!r} does "
+            "not exist (deleted, e.g. by `pgcheckpoint prune`, or never saved); run the "
+            "graph again from the thread's current state"
+        )

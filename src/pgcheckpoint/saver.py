@@ -10,8 +10,9 @@ Example:
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import timedelta
 from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
@@ -31,6 +32,7 @@ from . import migrate
 from .core import Op, SaverCore, thread_of
 from .drivers import (
     SCHEMA_ERRORS,
+    OpRun,
     conninfo_of,
     pool_settings,
     pool_timeout_error,
@@ -52,6 +54,7 @@ from .locking import (
     slots_timeout_message,
 )
 from .queries import Queries
+from .retention import DEFAULT_BATCH_SIZE, PruneReport, keep_last_sweep, older_than_sweep
 
 __all__ = ["PostgresSaver"]
 
@@ -166,25 +169,41 @@ class PostgresSaver(SaverCore):
 
     def _run(self, op: Op[T], *, atomic: bool = False) -> T:
         try:
-            # binary results: bytea arrives as its bytes, not as hex text twice the size
-            with (
-                self._connection() as conn,
-                conn.cursor(row_factory=dict_row, binary=True) as cur,
-            ):
-                in_pipe = self.pipe is not None and conn is self.conn
-                if atomic or not conn.autocommit:
-                    with conn.transaction():
-                        result = self._drive(cur, op)
-                else:
-                    result = self._drive(cur, op)
-                if in_pipe and self.pipe is not None:
-                    self.pipe.sync()
-                return result
+            run = OpRun(op, pooled=isinstance(self.conn, ConnectionPool))
+        except StopIteration as done:  # nothing to run
+            return done.value  # type: ignore[no-any-return]
+        try:
+            while True:
+                with self._connection() as conn:
+                    try:
+                        return self._run_on(conn, run, atomic=atomic)
+                    except Error as exc:
+                        if not run.may_retry(exc, conn):
+                            raise
+                run.retried = True
+                if isinstance(self.conn, ConnectionPool):
+                    # what broke this connection (a restart) broke the idle ones too
+                    self.conn.check()
         except SCHEMA_ERRORS as exc:
             error = self._schema_error()
             if error is None:
                 raise
             raise error from exc
+
+    def _run_each(self, ops: Generator[Op[Any], Any, T]) -> T:
+        # Runs each op the generator yields in a transaction of its own; its
+        # result, or its error, goes back into the generator.
+        try:
+            op = next(ops)
+            while True:
+                try:
+                    result = self._run(op, atomic=True)
+                except Exception as exc:
+                    op = ops.throw(exc)
+                else:
+                    op = ops.send(result)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
 
     def _schema_error(self) -> SchemaOutOfDateError | None:
         try:
@@ -193,17 +212,31 @@ class PostgresSaver(SaverCore):
             return None
         return schema_error(self.schema, revision)
 
-    def _drive(self, cur: Cursor[DictRow], op: Op[T]) -> T:
+    def _run_on(self, conn: Connection[Any], run: OpRun[T], *, atomic: bool) -> T:
+        # binary results: bytea arrives as its bytes, not as hex text twice the size
+        with conn.cursor(row_factory=dict_row, binary=True) as cur:
+            in_pipe = self.pipe is not None and conn is self.conn
+            if atomic or not conn.autocommit:
+                with conn.transaction():
+                    result = self._drive(cur, run)
+            else:
+                result = self._drive(cur, run)
+            if in_pipe and self.pipe is not None:
+                self.pipe.sync()
+            return result
+
+    def _drive(self, cur: Cursor[DictRow], op: Op[T] | OpRun[T]) -> T:
         try:
-            stmt = next(op)
+            run = op if isinstance(op, OpRun) else OpRun(op)
+            stmt = run.first
             while True:
                 try:
                     cur.execute(self.queries[stmt.name], stmt.params)
                     rows = cur.fetchall() if stmt.fetch else []
                 except Error as exc:  # raised at the op's yield: it may handle it
-                    stmt = op.throw(exc)
+                    stmt = run.throw(exc, cur.connection)
                 else:
-                    stmt = op.send(rows)
+                    stmt = run.send(rows)
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
 
@@ -296,6 +329,89 @@ class PostgresSaver(SaverCore):
             >>> saver.delete_for_runs(["run-1"])  # doctest: +SKIP
         """
         self._run(self.delete_for_runs_op(run_ids), atomic=True)
+
+    def prune_older_than(
+        self,
+        older_than: timedelta,
+        *,
+        strategy: str = "delete",
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        max_threads: int | None = None,
+        max_seconds: float | None = None,
+        dry_run: bool = False,
+        progress: Callable[[PruneReport], None] | None = None,
+    ) -> PruneReport:
+        """Delete the threads idle for longer than `older_than`, or trim them.
+
+        A thread's age is that of its newest checkpoint, in any namespace.
+        `delete` deletes such threads whole; `keep_latest` keeps each one's
+        newest checkpoint per namespace (with what it needs to be rebuilt) and
+        deletes the rest. Safe while the application runs: see
+        `pgcheckpoint.retention`.
+
+        Args:
+            older_than: How long a thread must have been idle.
+            strategy: `delete` or `keep_latest`.
+            batch_size: Threads per transaction.
+            max_threads: Stop after looking at this many threads.
+            max_seconds: Start no new batch after this many seconds.
+            dry_run: Count what would go; change nothing.
+            progress: Called with the report so far after each batch (and
+                once before the first, with `total` counted).
+
+        Returns:
+            What went (or would go), and the threads skipped or failed.
+
+        Example:
+            >>> report = saver.prune_older_than(timedelta(days=30))  # doctest: +SKIP
+            >>> report.threads, report.checkpoints  # doctest: +SKIP
+            (12, 480)
+        """
+        return self._run_each(
+            older_than_sweep(
+                self,
+                older_than,
+                strategy=strategy,
+                schema=self.schema,
+                batch_size=batch_size,
+                max_threads=max_threads,
+                max_seconds=max_seconds,
+                dry_run=dry_run,
+                progress=progress,
+            )
+        )
+
+    def prune_keep_last(
+        self,
+        keep: int,
+        *,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        max_threads: int | None = None,
+        max_seconds: float | None = None,
+        dry_run: bool = False,
+        progress: Callable[[PruneReport], None] | None = None,
+    ) -> PruneReport:
+        """Trim every thread to its newest `keep` checkpoints per namespace, whatever their age.
+
+        Checkpoints a kept one needs to be rebuilt (`DeltaChannel` history) stay.
+        The other arguments are those of `prune_older_than`.
+
+        Example:
+            >>> saver.prune_keep_last(20, dry_run=True).checkpoints  # doctest: +SKIP
+            1200
+        """
+        return self._run_each(
+            keep_last_sweep(
+                self,
+                keep,
+                schema=self.schema,
+                batch_size=batch_size,
+                max_threads=max_threads,
+                max_seconds=max_seconds,
+                dry_run=dry_run,
+                progress=progress,
+            )
+        )
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
@@ -403,6 +519,14 @@ class PostgresSaver(SaverCore):
         try:
             try:
                 conn = pool.getconn()
+                try:
+                    # held for a whole run, so worth a round trip: one an outage
+                    # broke is replaced, as `_run` replaces one
+                    pool.check_connection(conn)
+                except Error:
+                    pool.putconn(conn)
+                    pool.check()
+                    conn = pool.getconn()
             except PoolTimeout as exc:
                 raise pool_timeout_error(pool, exc) from exc
             autocommit = conn.autocommit

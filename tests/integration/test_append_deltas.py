@@ -215,3 +215,19 @@ def test_prune_and_copy_keep_delta_bases(db_dsn: str) -> None:
     # The kept checkpoint's value is a delta: its chain of bases survived the prune.
     total, deltas = delta_rows(db_dsn, "keep")
     assert deltas >= 1 and total == deltas + 1
+
+
+def test_listed_checkpoints_share_no_mutable_value(db_dsn: str) -> None:
+    """list decodes shared pieces once, but hands every tuple its own objects."""
+    base = [{"role": "human", "text": "x" * 300}]
+    plan = [(None if i == 0 else i - 1, base + [{"n": n} for n in range(i)]) for i in range(5)]
+    with PostgresSaver.from_conn_string(db_dsn) as saver:
+        stored = store(saver, "share", plan)
+        listed = list(saver.list({"configurable": {"thread_id": "share"}}))
+        newest, older = (t.checkpoint["channel_values"]["messages"] for t in listed[:2])
+        newest[0]["text"] = "changed"
+        newest.append("appended")
+        assert older[0]["text"] == "x" * 300
+        assert older == stored[-2][1]
+        again = saver.get_tuple({"configurable": {"thread_id": "share"}})
+        assert again.checkpoint["channel_values"]["messages"] == stored[-1][1]

@@ -265,3 +265,26 @@ def test_default_walk_agrees(db_dsn: str) -> None:
 def test_signature_matches_base() -> None:
     base = inspect.signature(BaseCheckpointSaver.get_delta_channel_history)
     assert inspect.signature(PostgresSaver.get_delta_channel_history) == base
+
+
+def test_seed_read_twice_is_not_shared(db_dsn: str) -> None:
+    """Seeds are kept decoded between calls; each caller still gets its own copy."""
+    with PostgresSaver.from_conn_string(db_dsn) as saver:
+        writer = Writer(saver)
+        root = writer.put(
+            None, {"msgs": _DeltaSnapshot([{"text": "a"}, {"text": "b"}])}, bump=("msgs",)
+        )
+        writer.write(root, [("msgs", [{"text": "c"}])], "t1")
+        target = writer.put(root, {}, bump=("msgs",))
+        first = writer.history(target, ["msgs"])["msgs"]["seed"]
+        first.value.append({"text": "mutated"})
+        first.value[0]["text"] = "mutated"
+        second = writer.history(target, ["msgs"])["msgs"]["seed"]
+        assert second == _DeltaSnapshot([{"text": "a"}, {"text": "b"}])
+        # A thread deleted and written again with the same version strings
+        # reads its new values, not the old ones.
+        saver.delete_thread(THREAD)
+        writer = Writer(saver)
+        root = writer.put(None, {"msgs": _DeltaSnapshot([{"text": "new"}])}, bump=("msgs",))
+        target = writer.put(root, {}, bump=("msgs",))
+        assert writer.history(target, ["msgs"])["msgs"]["seed"] == _DeltaSnapshot([{"text": "new"}])

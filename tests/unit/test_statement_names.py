@@ -21,7 +21,7 @@ from pgcheckpoint.queries import Queries, statement_names
 
 PACKAGE = Path(pgcheckpoint.__file__).resolve().parent
 SOURCES = sorted(PACKAGE.rglob("*.py"))
-_PLACEHOLDER = re.compile(r"%\((\w+)\)s")
+_PLACEHOLDER = re.compile(r"%\((\w+)\)[sbt]")  # auto, binary, text
 
 
 def _names(node: ast.AST) -> list[str]:

@@ -53,6 +53,7 @@ COMMAND_MODULES: list[str] = [
     "import_langgraph",
     "rotate_key",
     "threads",
+    "retention",
 ]
 
 EXIT_OK = 0
