@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: venv install test lint bench demo schema-sql
+.PHONY: venv install test lint bench demo sync-twin schema-sql
 
 venv: $(BIN)/python
 
@@ -41,3 +41,7 @@ bench: install
 
 demo: install
 	$(BIN)/python -m pgcheckpoint.demo
+
+# saver.py is generated from aio.py (the sync driver from the async one)
+sync-twin:
+	$(PYTHON) tests/tools/async_to_sync.py

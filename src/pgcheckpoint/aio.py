@@ -9,9 +9,16 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
-import builtins
-from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping, Sequence
+import asyncio  # sync: import threading
+import builtins  # async-only
+from collections.abc import (
+    AsyncIterator,  # async-only
+    Callable,
+    Generator,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -40,7 +47,12 @@ from .drivers import (
     schema_error,
     schema_revision_op,
 )
-from .errors import PgCheckpointError, PoolTimeoutError, SchemaOutOfDateError, ThreadBusyError
+from .errors import (
+    PgCheckpointError,  # async-only
+    PoolTimeoutError,
+    SchemaOutOfDateError,
+    ThreadBusyError,
+)
 from .locking import (
     ResumableGraph,
     ThreadLock,
@@ -70,16 +82,17 @@ class AsyncPostgresSaver(SaverCore):
     event loop it was created on runs.
 
     Args:
-        conn: A psycopg `AsyncConnection` or a `psycopg_pool.AsyncConnectionPool`;
-            a pool passed in is never closed by the saver.
+        conn: A psycopg `AsyncConnection` or a `psycopg_pool.AsyncConnectionPool`.
+            Its `autocommit` and `row_factory` settings do not matter; a pool
+            passed in is never closed by the saver.
         pipe: A pipeline of `conn` to batch statements in (single connection only).
-        serde: The serializer of values.
+        serde: The serializer of values (default: LangGraph's `JsonPlusSerializer`).
         schema: The Postgres schema that holds the tables.
 
     Example:
-        >>> pool = AsyncConnectionPool(DSN, open=False)  # doctest: +SKIP
-        >>> await pool.open()  # doctest: +SKIP
+        >>> pool = AsyncConnectionPool(DSN)  # doctest: +SKIP
         >>> saver = AsyncPostgresSaver(pool)  # doctest: +SKIP
+        >>> graph = builder.compile(checkpointer=saver)  # doctest: +SKIP
     """
 
     def __init__(
@@ -99,7 +112,7 @@ class AsyncPostgresSaver(SaverCore):
         self.conn = conn
         self.pipe = pipe
         self.lock = asyncio.Lock()
-        self.loop = asyncio.get_running_loop()
+        self.loop = asyncio.get_running_loop()  # async-only
         self.schema = schema
         self.queries = Queries(schema)
         self.supports_pipeline = Capabilities().has_pipeline()
@@ -122,7 +135,8 @@ class AsyncPostgresSaver(SaverCore):
             pipeline: Run statements in a psycopg pipeline.
             serde: The serializer of values.
             pool: True, or `AsyncConnectionPool` settings such as
-                `{"max_size": 20}`, to open a pool instead of one connection.
+                `{"min_size": 2, "max_size": 20, "timeout": 10}`, to open a pool
+                instead of one connection.
             schema: The Postgres schema that holds the tables.
 
         Example:
@@ -146,6 +160,9 @@ class AsyncPostgresSaver(SaverCore):
 
     async def setup(self) -> None:
         """Create or upgrade the tables (Alembic, to the newest revision).
+
+        Safe when several processes call it at once. Deploy pipelines can run
+        `pgcheckpoint migrate` instead; then the application needs no DDL rights.
 
         Example:
             >>> await saver.setup()  # doctest: +SKIP
@@ -239,6 +256,7 @@ class AsyncPostgresSaver(SaverCore):
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
 
+    # async-only: begin
     def _blocking(self, method: str, *args: Any, **kwargs: Any) -> Any:
         try:
             if asyncio.get_running_loop() is self.loop:
@@ -251,6 +269,7 @@ class AsyncPostgresSaver(SaverCore):
             pass
         coro = getattr(self, "a" + method)(*args, **kwargs)
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+    # async-only: end
 
     # -- BaseCheckpointSaver, async -------------------------------------------------
 
@@ -273,12 +292,13 @@ class AsyncPostgresSaver(SaverCore):
         """List checkpoints newest first; `config=None` lists across threads.
 
         Example:
-            >>> [t async for t in saver.alist(config)]  # doctest: +SKIP
+            >>> [t async for t in saver.alist(config, limit=2)]  # doctest: +SKIP
         """
         op = self.list_op(config, filter=filter, before=before, limit=limit)
         rows, recheck = await self._run(op)
-        for tup in self.decode_listed(rows, recheck, limit):
-            yield tup
+        # sync-only: yield from self.decode_listed(rows, recheck, limit)
+        for tup in self.decode_listed(rows, recheck, limit):  # async-only
+            yield tup  # async-only
 
     async def aput(
         self,
@@ -327,8 +347,11 @@ class AsyncPostgresSaver(SaverCore):
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Keep only each namespace's latest checkpoint, or delete the threads.
 
+        With `keep_latest`, checkpoints that a kept one needs to be rebuilt
+        (its `DeltaChannel` history) are kept too.
+
         Example:
-            >>> await saver.aprune(["t1"], strategy="keep_latest")  # doctest: +SKIP
+            >>> await saver.aprune(["t1", "t2"], strategy="keep_latest")  # doctest: +SKIP
         """
         await self._run(self.prune_op(thread_ids, strategy=strategy), atomic=True)
 
@@ -353,12 +376,29 @@ class AsyncPostgresSaver(SaverCore):
     ) -> PruneReport:
         """Delete the threads idle for longer than `older_than`, or trim them.
 
-        The arguments and the result are those of `PostgresSaver.prune_older_than`.
+        A thread's age is that of its newest checkpoint, in any namespace.
+        `delete` deletes such threads whole; `keep_latest` keeps each one's
+        newest checkpoint per namespace (with what it needs to be rebuilt) and
+        deletes the rest. Safe while the application runs: see
+        `pgcheckpoint.retention`.
+
+        Args:
+            older_than: How long a thread must have been idle.
+            strategy: `delete` or `keep_latest`.
+            batch_size: Threads per transaction.
+            max_threads: Stop after looking at this many threads.
+            max_seconds: Start no new batch after this many seconds.
+            dry_run: Count what would go; change nothing.
+            progress: Called with the report so far after each batch (and
+                once before the first, with `total` counted).
+
+        Returns:
+            What went (or would go), and the threads skipped or failed.
 
         Example:
             >>> report = await saver.aprune_older_than(timedelta(days=30))  # doctest: +SKIP
-            >>> report.threads  # doctest: +SKIP
-            12
+            >>> report.threads, report.checkpoints  # doctest: +SKIP
+            (12, 480)
         """
         return await self._run_each(
             older_than_sweep(
@@ -386,10 +426,11 @@ class AsyncPostgresSaver(SaverCore):
     ) -> PruneReport:
         """Trim every thread to its newest `keep` checkpoints per namespace, whatever their age.
 
-        The arguments and the result are those of `PostgresSaver.prune_keep_last`.
+        Checkpoints a kept one needs to be rebuilt (`DeltaChannel` history) stay.
+        The other arguments are those of `prune_older_than`.
 
         Example:
-            >>> (await saver.aprune_keep_last(20)).checkpoints  # doctest: +SKIP
+            >>> (await saver.aprune_keep_last(20, dry_run=True)).checkpoints  # doctest: +SKIP
             1200
         """
         return await self._run_each(
@@ -415,6 +456,7 @@ class AsyncPostgresSaver(SaverCore):
         """
         return await self._run(self.delta_history_op(config, channels))
 
+    # async-only: begin
     # -- BaseCheckpointSaver, sync (from another thread) ------------------------------
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
@@ -521,6 +563,7 @@ class AsyncPostgresSaver(SaverCore):
         return self._blocking(  # type: ignore[no-any-return]
             "get_delta_channel_history", config=config, channels=channels
         )
+    # async-only: end
 
     # -- thread locks -------------------------------------------------------------
 
@@ -530,8 +573,13 @@ class AsyncPostgresSaver(SaverCore):
     ) -> AsyncIterator[ThreadLock]:
         """Hold a thread's lock: no other worker runs the thread until the block ends.
 
-        `PostgresSaver.lock_thread` for asyncio, as an async context manager:
-        the same lock, so sync and async workers exclude each other.
+        A PostgreSQL session advisory lock on a connection reserved for the
+        block: taken from the pool (at most `max_size - 1` at once, so one is
+        always left for saving checkpoints), or a new connection for a saver
+        over one connection. A guarded run thus needs one connection more than
+        an unguarded one. The lock is released however the block ends; if the
+        process dies or the connection drops, PostgreSQL frees it as soon as it
+        sees the session end. Sync and async savers take the same lock.
 
         Args:
             thread_id: The thread to lock.
@@ -575,7 +623,11 @@ class AsyncPostgresSaver(SaverCore):
     ) -> Any:
         """Resume an interrupted thread under its lock: lock, `ainvoke`, unlock.
 
-        See `PostgresSaver.resume`.
+        Runs `graph.ainvoke(Command(resume=value), config, **invoke_kwargs)` in
+        `lock_thread`. With `timeout=0` a second resume of the same thread (a
+        double click, a redelivered message) fails with `ThreadBusyError`
+        instead of running the node twice; with a timeout it runs after the
+        first, from the checkpoint the first one left.
 
         Args:
             graph: A graph compiled with `checkpointer=` this saver.
@@ -606,10 +658,14 @@ class AsyncPostgresSaver(SaverCore):
             return
         pool = self.conn
         slots = pool_lock_slots(pool, asyncio.BoundedSemaphore)
+        # sync-only: if not slots.acquire(timeout=pool.timeout):
+        # sync-only:     raise PoolTimeoutError(slots_timeout_message(pool))
+        # async-only: begin
         try:
             await asyncio.wait_for(slots.acquire(), pool.timeout)
         except asyncio.TimeoutError:
             raise PoolTimeoutError(slots_timeout_message(pool)) from None
+        # async-only: end
         try:
             try:
                 conn = await pool.getconn()

@@ -1,3 +1,5 @@
+# Generated from aio.py by tests/tools/async_to_sync.py: edit aio.py and run
+# `make sync-twin`; a unit test checks that this file matches.
 """`PostgresSaver`: the synchronous driver of the core.
 
 Example:
@@ -10,7 +12,13 @@ Example:
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from collections.abc import (
+    Callable,
+    Generator,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -39,7 +47,11 @@ from .drivers import (
     schema_error,
     schema_revision_op,
 )
-from .errors import PoolTimeoutError, SchemaOutOfDateError, ThreadBusyError
+from .errors import (
+    PoolTimeoutError,
+    SchemaOutOfDateError,
+    ThreadBusyError,
+)
 from .locking import (
     ResumableGraph,
     ThreadLock,
@@ -68,16 +80,15 @@ class PostgresSaver(SaverCore):
     constructor, `from_conn_string` and `setup()`.
 
     Args:
-        conn: A psycopg `Connection` or a `psycopg_pool.ConnectionPool`. Its
-            `autocommit` and `row_factory` settings do not matter; a pool
+        conn: A psycopg `Connection` or a `psycopg_pool.ConnectionPool`.
+            Its `autocommit` and `row_factory` settings do not matter; a pool
             passed in is never closed by the saver.
         pipe: A pipeline of `conn` to batch statements in (single connection only).
         serde: The serializer of values (default: LangGraph's `JsonPlusSerializer`).
         schema: The Postgres schema that holds the tables.
 
     Example:
-        >>> from psycopg_pool import ConnectionPool
-        >>> pool = ConnectionPool("postgresql://postgres@127.0.0.1/app")  # doctest: +SKIP
+        >>> pool = ConnectionPool(DSN)  # doctest: +SKIP
         >>> saver = PostgresSaver(pool)  # doctest: +SKIP
         >>> graph = builder.compile(checkpointer=saver)  # doctest: +SKIP
     """
@@ -126,11 +137,13 @@ class PostgresSaver(SaverCore):
             schema: The Postgres schema that holds the tables.
 
         Example:
-            >>> with PostgresSaver.from_conn_string(DSN, pool=True) as saver:  # doctest: +SKIP
+            >>> with PostgresSaver.from_conn_string(DSN) as saver:  # doctest: +SKIP
             ...     graph = builder.compile(checkpointer=saver)
         """
         if pool:
-            with ConnectionPool(conn_string, **pool_settings(pool)) as opened:
+            with ConnectionPool(
+                conn_string, **pool_settings(pool)
+            ) as opened:
                 yield cls(opened, serde=serde, schema=schema)
             return
         with Connection.connect(
@@ -240,7 +253,8 @@ class PostgresSaver(SaverCore):
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
 
-    # -- BaseCheckpointSaver ------------------------------------------------------
+
+    # -- BaseCheckpointSaver -------------------------------------------------------
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Load the checkpoint `config` names, or the thread's latest.
@@ -261,7 +275,7 @@ class PostgresSaver(SaverCore):
         """List checkpoints newest first; `config=None` lists across threads.
 
         Example:
-            >>> list(saver.list({"configurable": {"thread_id": "t1"}}, limit=2))  # doctest: +SKIP
+            >>> [t for t in saver.list(config, limit=2)]  # doctest: +SKIP
         """
         op = self.list_op(config, filter=filter, before=before, limit=limit)
         rows, recheck = self._run(op)
@@ -277,7 +291,7 @@ class PostgresSaver(SaverCore):
         """Store a checkpoint (one statement, one transaction).
 
         Example:
-            >>> saver.put(config, checkpoint, {"source": "input", "step": -1}, {})  # doctest: +SKIP
+            >>> saver.put(config, checkpoint, {"source": "input"}, {})  # doctest: +SKIP
         """
         return self._run(self.put_op(config, checkpoint, metadata, new_versions))
 
@@ -291,7 +305,7 @@ class PostgresSaver(SaverCore):
         """Store the writes of one task against a checkpoint.
 
         Example:
-            >>> saver.put_writes(config, [("messages", ["hi"])], task_id="t")  # doctest: +SKIP
+            >>> saver.put_writes(config, [("messages", ["hi"])], "t")  # doctest: +SKIP
         """
         self._run(self.put_writes_op(config, writes, task_id, task_path))
 
@@ -397,7 +411,7 @@ class PostgresSaver(SaverCore):
         The other arguments are those of `prune_older_than`.
 
         Example:
-            >>> saver.prune_keep_last(20, dry_run=True).checkpoints  # doctest: +SKIP
+            >>> (saver.prune_keep_last(20, dry_run=True)).checkpoints  # doctest: +SKIP
             1200
         """
         return self._run_each(
@@ -423,10 +437,13 @@ class PostgresSaver(SaverCore):
         """
         return self._run(self.delta_history_op(config, channels))
 
+
     # -- thread locks -------------------------------------------------------------
 
     @contextmanager
-    def lock_thread(self, thread_id: str, timeout: float | None = 0) -> Iterator[ThreadLock]:
+    def lock_thread(
+        self, thread_id: str, timeout: float | None = 0
+    ) -> Iterator[ThreadLock]:
         """Hold a thread's lock: no other worker runs the thread until the block ends.
 
         A PostgreSQL session advisory lock on a connection reserved for the
@@ -435,7 +452,7 @@ class PostgresSaver(SaverCore):
         over one connection. A guarded run thus needs one connection more than
         an unguarded one. The lock is released however the block ends; if the
         process dies or the connection drops, PostgreSQL frees it as soon as it
-        sees the session end.
+        sees the session end. Sync and async savers take the same lock.
 
         Args:
             thread_id: The thread to lock.
@@ -453,7 +470,7 @@ class PostgresSaver(SaverCore):
 
         Example:
             >>> with saver.lock_thread("t1", timeout=5):  # doctest: +SKIP
-            ...     graph.invoke(Command(resume="yes"), {"configurable": {"thread_id": "t1"}})
+            ...     graph.invoke(Command(resume="yes"), config)
         """
         with self._lock_connection() as conn:
             op = acquire_op(thread_id, schema=self.schema, timeout=timeout)
@@ -477,7 +494,7 @@ class PostgresSaver(SaverCore):
         timeout: float | None = 0,
         **invoke_kwargs: Any,
     ) -> Any:
-        """Resume an interrupted thread under its lock: lock, invoke, unlock.
+        """Resume an interrupted thread under its lock: lock, `invoke`, unlock.
 
         Runs `graph.invoke(Command(resume=value), config, **invoke_kwargs)` in
         `lock_thread`. With `timeout=0` a second resume of the same thread (a
