@@ -19,6 +19,7 @@ from .errors import (
     PoolTimeoutError,
     SchemaOutOfDateError,
     ThreadBusyError,
+    UnserializableValueError,
 )
 from .rotation import rotate_key
 from .saver import PostgresSaver
@@ -34,6 +35,7 @@ __all__ = [
     "PostgresSaver",
     "SchemaOutOfDateError",
     "ThreadBusyError",
+    "UnserializableValueError",
     "rotate_key",
 ]
 

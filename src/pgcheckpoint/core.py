@@ -48,7 +48,7 @@ from psycopg.errors import ForeignKeyViolation
 from psycopg.types.json import Jsonb
 
 from .appends import AppendCache, AppendPlan, array_header, join_arrays
-from .errors import InvalidInputError, MissingParentError
+from .errors import InvalidInputError, MissingParentError, UnserializableValueError
 
 __all__ = [
     "Op",
@@ -450,13 +450,14 @@ class SaverCore(BaseCheckpointSaver[str]):
         """The inner serializer's type and bytes for a value bound to `aad`.
 
         A value the serializer refuses (a function, a socket, an int over 64
-        bits) raises `InvalidInputError` naming where it was to be stored,
+        bits) raises `UnserializableValueError` (an `InvalidInputError` and a
+        `TypeError`) naming where it was to be stored,
         before any statement runs.
         """
         try:
             return self.inner_serde.dumps_typed(value)
         except Exception as exc:
-            raise InvalidInputError(
+            raise UnserializableValueError(
                 f"cannot store the {describe_binding(aad)}: the serializer refused its "
                 f"{type(value).__name__!r} value ({exc}); keep objects it cannot encode "
                 "out of the graph's state, or pass a serde that handles them"

@@ -22,6 +22,7 @@ __all__ = [
     "PoolTimeoutError",
     "SchemaOutOfDateError",
     "ThreadBusyError",
+    "UnserializableValueError",
 ]
 
 
@@ -43,6 +44,18 @@ class InvalidInputError(PgCheckpointError, ValueError):
     Example:
         >>> InvalidInputError("'thread_id' contains a NUL character")
         InvalidInputError("'thread_id' contains a NUL character")
+    """
+
+
+class UnserializableValueError(InvalidInputError, TypeError):
+    """The serializer cannot encode a value; nothing was written.
+
+    Also a `TypeError`, which is what the serializer itself raises, so code
+    written for other savers keeps catching it.
+
+    Example:
+        >>> issubclass(UnserializableValueError, (InvalidInputError, TypeError))
+        True
     """
 
 

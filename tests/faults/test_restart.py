@@ -1,0 +1,382 @@
+"""PostgreSQL restarts and idle timeouts: the application keeps running on its pool.
+
+These tests stop and start a server, so they start one of their own
+(`private_pg`) rather than touch the one the rest of the suite shares.
+
+What a user gets, driver by driver, for a saver over a pool (the one
+`from_conn_string(pool=...)` opens, or the caller's, with or without a check):
+- after a restart, or after the server closed idle sessions, the next
+  operation works: no restart of the application;
+- an operation whose connection is lost while its first statement runs is run
+  again, once, on a new connection when that statement is safe to repeat
+  (`drivers.RETRY_SAFE`: reads, and writes that leave the same rows when run
+  twice); a put is one statement, so it is stored whole, once, or not at all;
+- a saver over one connection cannot replace it: the operation in flight fails
+  with psycopg's error, and nothing of it is stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import Checkpoint
+from langgraph.checkpoint.conformance.test_utils import (
+    generate_checkpoint,
+    generate_config,
+    generate_metadata,
+)
+from psycopg import sql
+
+from pgcheckpoint import migrate
+from pgcheckpoint.core import SaverCore
+from pgcheckpoint.drivers import RETRY_SAFE, OpRun
+from pgcheckpoint.queries import statement_names
+
+from .private_pg import PrivateServer, why_unavailable
+from .support import POOLED, Api, count_rows, open_saver
+
+IDLE_TIMEOUT = "1s"
+WAIT = 60.0  # bounds a wait for something that takes well under a second
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[PrivateServer]:
+    reason = why_unavailable()
+    if reason is not None:
+        pytest.skip(f"cannot start a private PostgreSQL to restart: {reason}")
+    private = PrivateServer.create()
+    try:
+        private.start()
+        with psycopg.connect(private.dsn(), autocommit=True) as conn:
+            for name in ("faults", "idle"):
+                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+            # the server closes any session of this database idle for a second
+            conn.execute(
+                sql.SQL("ALTER DATABASE idle SET idle_session_timeout = {}").format(
+                    sql.Literal(IDLE_TIMEOUT)
+                )
+            )
+        for name in ("faults", "idle"):
+            migrate.upgrade(private.dsn(name))
+        yield private
+    finally:
+        private.remove()
+
+
+@pytest.fixture
+def dsn(server: PrivateServer) -> str:
+    if not server.running():  # a failed test may have left it stopped
+        server.start()
+    return server.dsn("faults")
+
+
+def thread() -> str:
+    return f"restart-{uuid.uuid4()}"
+
+
+def with_values(**values: Any) -> tuple[Checkpoint, dict[str, str]]:
+    """A checkpoint whose channels hold `values` (stored as blobs), and its new versions."""
+    versions = {ch: SaverCore().get_next_version(None, None) for ch in values}
+    return generate_checkpoint(channel_values=values, channel_versions=dict(versions)), versions
+
+
+async def put(api: Api, thread_id: str, parent: RunnableConfig | None = None) -> RunnableConfig:
+    config = generate_config(thread_id)
+    if parent is not None:
+        config["configurable"]["checkpoint_id"] = parent["configurable"]["checkpoint_id"]
+    checkpoint, versions = with_values(items=[thread_id, 1, 2])
+    return await api.put(config, checkpoint, generate_metadata(), versions)  # type: ignore[no-any-return]
+
+
+async def wait_until_blocked(dsn: str, count: int = 1) -> None:
+    """Until `count` sessions of the database wait for a lock."""
+    deadline = time.monotonic() + WAIT
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        while True:
+            (waiting,) = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            ).fetchone() or (0,)
+            if waiting >= count:
+                return
+            assert time.monotonic() < deadline, "the operation never reached the server"
+            await asyncio.sleep(0.05)
+
+
+@contextlib.contextmanager
+def blocker(dsn: str, *statements: str, params: Any = None) -> Iterator[psycopg.Connection[Any]]:
+    """A session holding a transaction open after `statements`, until the server ends it."""
+    conn = psycopg.connect(dsn)
+    try:
+        for statement in statements:
+            conn.execute(statement, params)  # type: ignore[arg-type]
+        yield conn
+    finally:
+        conn.close()
+
+
+# -- the next operation after an outage works ------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", POOLED)
+@pytest.mark.parametrize("driver", ["sync", "async"])
+async def test_pool_recovers_after_a_restart(
+    server: PrivateServer, dsn: str, driver: str, kind: str
+) -> None:
+    tid = thread()
+    async with open_saver(driver, kind, dsn) as api:
+        first = await put(api, tid)
+        await asyncio.to_thread(server.restart)
+        # every connection the pool held is dead now
+        tup = await api.get_tuple(first)
+        assert tup is not None and tup.config == first
+        second = await put(api, tid, first)
+        assert [t.config for t in await api.list(generate_config(tid))] == [second, first]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("driver", ["sync", "async"])
+async def test_thread_lock_after_a_restart(server: PrivateServer, dsn: str, driver: str) -> None:
+    tid = thread()
+    async with open_saver(driver, "own-pool", dsn) as api:
+        await put(api, tid)
+        await asyncio.to_thread(server.restart)
+        if api.is_async:
+            async with api.saver.lock_thread(tid) as lock:  # type: ignore[union-attr]
+                assert lock.thread_id == tid
+        else:
+
+            def locked() -> str:
+                with api.saver.lock_thread(tid) as lock:  # type: ignore[union-attr]
+                    return lock.thread_id
+
+            assert await asyncio.to_thread(locked) == tid
+
+
+# A pool with `check=` is left out: psycopg_pool sleeps 1 s, then 2 s... between
+# stale connections it finds, so with a 1 s timeout each one it tries next has
+# idled out meanwhile, and the request times out (see README, Connections).
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["own-pool", "user-pool-unchecked"])
+@pytest.mark.parametrize("driver", ["sync", "async"])
+async def test_connections_closed_by_idle_session_timeout_are_replaced(
+    server: PrivateServer, driver: str, kind: str
+) -> None:
+    dsn = server.dsn("idle")
+    tid = thread()
+    async with open_saver(driver, kind, dsn) as api:
+        first = await put(api, tid)
+        with psycopg.connect(dsn, autocommit=True) as idle:
+            await asyncio.sleep(2.5)  # more than the timeout: the server ends idle sessions
+            with pytest.raises(psycopg.OperationalError):
+                idle.execute("SELECT 1")  # as it did this one
+        tup = await api.get_tuple(first)
+        assert tup is not None and tup.config == first
+        await asyncio.sleep(2.5)
+        second = await put(api, tid, first)
+        assert [t.config for t in await api.list(generate_config(tid))] == [second, first]
+
+
+# -- an operation in flight during a restart -------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("driver", ["sync", "async"])
+async def test_read_in_flight_during_a_restart_is_run_again(
+    server: PrivateServer, dsn: str, driver: str
+) -> None:
+    tid = thread()
+    async with open_saver(driver, "user-pool-unchecked", dsn) as api:
+        stored = await put(api, tid)
+        # the read waits behind a lock until the server goes down under it
+        with blocker(dsn, "LOCK TABLE pgc_checkpoints IN ACCESS EXCLUSIVE MODE"):
+            reading = asyncio.ensure_future(api.get_tuple(stored))
+            await wait_until_blocked(dsn)
+            await asyncio.to_thread(server.restart)
+            tup = await asyncio.wait_for(reading, WAIT)
+        assert tup is not None and tup.config == stored
+        assert tup.checkpoint["channel_values"] == {"items": [tid, 1, 2]}
+
+
+def _conflicting_row(thread_id: str, checkpoint_id: str) -> tuple[str, list[str]]:
+    # an uncommitted row with the checkpoint's key: the put's insert waits for it
+    return (
+        "INSERT INTO pgc_checkpoints (thread_id, checkpoint_ns, checkpoint_id, type,"
+        " checkpoint, metadata_type, metadata_blob) VALUES (%s, '', %s, 'x', '', 'x', '')",
+        [thread_id, checkpoint_id],
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("driver", ["sync", "async"])
+async def test_put_in_flight_during_a_restart_is_stored_once_whole(
+    server: PrivateServer, dsn: str, driver: str
+) -> None:
+    tid = thread()
+    checkpoint, versions = with_values(items=["a", "b"], more={"k": [1, 2, 3]})
+    statement, params = _conflicting_row(tid, checkpoint["id"])
+    async with open_saver(driver, "own-pool", dsn) as api:
+        with blocker(dsn, statement, params=params):
+            putting = asyncio.ensure_future(
+                api.put(generate_config(tid), checkpoint, generate_metadata(), versions)
+            )
+            await wait_until_blocked(dsn)
+            await asyncio.to_thread(server.restart)  # ends the blocker's transaction too
+            stored = await asyncio.wait_for(putting, WAIT)
+        tup = await api.get_tuple(stored)
+    assert tup is not None
+    assert tup.checkpoint["channel_values"] == {"items": ["a", "b"], "more": {"k": [1, 2, 3]}}
+    assert count_rows(dsn, tid) == {"pgc_checkpoints": 1, "pgc_blobs": 2, "pgc_writes": 0}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("driver", ["sync", "async"])
+async def test_put_in_flight_on_one_connection_fails_clearly_and_stores_nothing(
+    server: PrivateServer, dsn: str, driver: str
+) -> None:
+    tid = thread()
+    checkpoint, versions = with_values(items=["a", "b"], more={"k": [1, 2, 3]})
+    statement, params = _conflicting_row(tid, checkpoint["id"])
+    async with open_saver(driver, "conn", dsn) as api:
+        with blocker(dsn, statement, params=params):
+            putting = asyncio.ensure_future(
+                api.put(generate_config(tid), checkpoint, generate_metadata(), versions)
+            )
+            await wait_until_blocked(dsn)
+            await asyncio.to_thread(server.restart)
+            with pytest.raises(psycopg.OperationalError, match="terminating connection"):
+                await asyncio.wait_for(putting, WAIT)
+        # the caller's connection is gone, and the saver says so
+        with pytest.raises(psycopg.OperationalError, match="closed"):
+            await api.get_tuple(generate_config(tid))
+    # the statement's blobs and its checkpoint went together: nothing half-written
+    assert count_rows(dsn, tid) == {"pgc_checkpoints": 0, "pgc_blobs": 0, "pgc_writes": 0}
+
+
+async def terminate_waiting(dsn: str, spared: set[int]) -> int:
+    """Terminate the session that waits for a lock (not one in `spared`); its pid."""
+    deadline = time.monotonic() + WAIT
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        while True:
+            pids = [
+                pid
+                for (pid,) in conn.execute(
+                    "SELECT pid FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+                )
+                if pid not in spared
+            ]
+            if pids:
+                conn.execute("SELECT pg_terminate_backend(%s)", [pids[0]])
+                return int(pids[0])
+            assert time.monotonic() < deadline, "the operation never reached the server"
+            await asyncio.sleep(0.05)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("driver", ["sync", "async"])
+async def test_an_operation_that_loses_its_connection_twice_fails(db_dsn: str, driver: str) -> None:
+    """One retry, not a loop: a second lost connection is the caller's to handle."""
+    tid = thread()
+    async with open_saver(driver, "user-pool-unchecked", db_dsn) as api:
+        stored = await put(api, tid)
+        with blocker(db_dsn, "LOCK TABLE pgc_checkpoints IN ACCESS EXCLUSIVE MODE"):
+            reading = asyncio.ensure_future(api.get_tuple(stored))
+            first = await terminate_waiting(db_dsn, set())
+            await terminate_waiting(db_dsn, {first})  # the retry, waiting again
+            with pytest.raises(psycopg.OperationalError, match="terminating connection"):
+                await asyncio.wait_for(reading, WAIT)
+        tup = await api.get_tuple(stored)  # and the pool still works
+        assert tup is not None and tup.config == stored
+
+
+# -- which operations may run again: no database needed ---------------------------------
+
+
+def test_every_retry_safe_name_is_a_statement() -> None:
+    assert set(RETRY_SAFE) - statement_names() == set()
+
+
+def test_every_public_operation_starts_with_a_statement_safe_to_run_again() -> None:
+    core = SaverCore()
+    config = generate_config("t")
+    with_id = {"configurable": {**config["configurable"], "checkpoint_id": "c1"}}
+    checkpoint, versions = with_values(items=[1, 2])
+    ops = {
+        "put": core.put_op(config, checkpoint, generate_metadata(), versions),
+        "put_writes": core.put_writes_op(with_id, [("a", 1)], "task"),
+        "put_writes special": core.put_writes_op(with_id, [("__error__", "x")], "task"),
+        "get_tuple": core.get_tuple_op(config),
+        "get_tuple by id": core.get_tuple_op(with_id),
+        "list": core.list_op(config),
+        "list across threads": core.list_op(None, filter={"a": 1}),
+        "delete_thread": core.delete_thread_op("t"),
+        "copy_thread": core.copy_thread_op("t", "u"),
+        "prune": core.prune_op(["t"]),
+        "prune delete": core.prune_op(["t"], strategy="delete"),
+        "delete_for_runs": core.delete_for_runs_op(["r"]),
+        "delta history": core.delta_history_op(with_id, ["m"]),
+    }
+    firsts = {name: OpRun(op).first.name for name, op in ops.items()}
+    assert {name: first for name, first in firsts.items() if first not in RETRY_SAFE} == {}
+
+
+def test_put_is_a_single_statement() -> None:
+    checkpoint, versions = with_values(items=[1, 2], other={"deep": ["x"]})
+    op = SaverCore().put_op(generate_config("t"), checkpoint, generate_metadata(), versions)
+    assert next(op).name == "put_checkpoint"
+    with pytest.raises(StopIteration):
+        op.send([{"stored": True}])  # its one row, and the op is done
+
+
+class _Conn:
+    def __init__(self, closed: bool) -> None:
+        self.closed = closed
+
+
+@pytest.mark.parametrize(
+    ("pooled", "exc", "closed", "expected"),
+    [
+        (True, psycopg.errors.AdminShutdown("lost"), True, True),
+        (True, psycopg.OperationalError("lost"), True, True),
+        (False, psycopg.errors.AdminShutdown("lost"), True, False),  # no other connection
+        (True, psycopg.errors.QueryCanceled("timeout"), False, False),  # session still up
+        (True, psycopg.errors.UniqueViolation("dup"), True, False),  # not a lost connection
+    ],
+)
+def test_when_an_operation_may_run_again(
+    pooled: bool, exc: Exception, closed: bool, expected: bool
+) -> None:
+    run = OpRun(SaverCore().get_tuple_op(generate_config("t")), pooled=pooled)
+    conn: Any = _Conn(closed)
+    assert run.may_retry(exc, conn) is expected
+    run.retried = True
+    assert run.may_retry(exc, conn) is False  # once at most
+
+
+def test_an_operation_that_has_seen_a_statement_does_not_run_again() -> None:
+    run = OpRun(SaverCore().delete_for_runs_op(["r"]), pooled=True)
+    lost: Any = _Conn(True)
+    assert run.may_retry(psycopg.OperationalError("lost"), lost)
+    # its first read found checkpoints: what follows depends on that answer
+    run.send([{"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": "c"}])
+    assert not run.may_retry(psycopg.OperationalError("lost"), lost)
+
+
+def test_an_unsafe_first_statement_is_not_run_again() -> None:
+    def unsafe() -> Any:
+        from pgcheckpoint.core import Stmt
+
+        yield Stmt("delete_checkpoints", {})
+
+    run = OpRun(unsafe(), pooled=True)
+    assert not run.may_retry(psycopg.OperationalError("lost"), _Conn(True))  # type: ignore[arg-type]
