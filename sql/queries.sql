@@ -237,19 +237,30 @@ ORDER BY checkpoint_ns, checkpoint_id
 LIMIT %(limit)s
 
 -- name: thread_blobs_of_checkpoints
--- The stored channel values the listed checkpoints of a thread refer to.
-SELECT DISTINCT ON (b.checkpoint_ns, b.channel, b.version)
-       b.checkpoint_ns, b.channel, b.version, b.type, b.blob
-FROM unnest(%(checkpoint_nss)s::text[], %(checkpoint_ids)s::text[])
-     AS k(checkpoint_ns, checkpoint_id)
-JOIN {schema}.pgc_checkpoints c
-  ON c.thread_id = %(thread_id)s AND c.checkpoint_ns = k.checkpoint_ns
- AND c.checkpoint_id = k.checkpoint_id
-CROSS JOIN LATERAL jsonb_each_text(c.channel_versions) AS v(channel, version)
-JOIN {schema}.pgc_blobs b
-  ON b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns
- AND b.channel = v.channel AND b.version = v.version
-ORDER BY b.checkpoint_ns, b.channel, b.version
+-- The stored channel values the listed checkpoints of a thread refer to, with
+-- the bases of those stored as deltas.
+WITH RECURSIVE referenced AS (
+    SELECT b.checkpoint_ns, b.channel, b.version, b.base_version, b.type, b.blob
+    FROM unnest(%(checkpoint_nss)s::text[], %(checkpoint_ids)s::text[])
+         AS k(checkpoint_ns, checkpoint_id)
+    JOIN {schema}.pgc_checkpoints c
+      ON c.thread_id = %(thread_id)s AND c.checkpoint_ns = k.checkpoint_ns
+     AND c.checkpoint_id = k.checkpoint_id
+    CROSS JOIN LATERAL jsonb_each_text(c.channel_versions) AS v(channel, version)
+    JOIN {schema}.pgc_blobs b
+      ON b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns
+     AND b.channel = v.channel AND b.version = v.version
+    UNION
+    SELECT b.checkpoint_ns, b.channel, b.version, b.base_version, b.type, b.blob
+    FROM referenced r
+    JOIN {schema}.pgc_blobs b
+      ON b.thread_id = %(thread_id)s AND b.checkpoint_ns = r.checkpoint_ns
+     AND b.channel = r.channel AND b.version = r.base_version
+)
+SELECT DISTINCT ON (checkpoint_ns, channel, version)
+       checkpoint_ns, channel, version, base_version, type, blob
+FROM referenced
+ORDER BY checkpoint_ns, channel, version
 
 -- name: thread_writes_of_checkpoints
 -- The pending writes of the listed checkpoints of a thread.
@@ -265,11 +276,13 @@ JOIN {schema}.pgc_writes w
 -- One page of a thread the client re-sealed for its new thread id; like
 -- copy_thread, nothing already at the target is overwritten.
 WITH copied_blobs AS (
-    INSERT INTO {schema}.pgc_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
-    SELECT %(thread_id)s, b.checkpoint_ns, b.channel, b.version, b.type, b.blob
+    INSERT INTO {schema}.pgc_blobs (thread_id, checkpoint_ns, channel, version, type, blob,
+                                    base_version)
+    SELECT %(thread_id)s, b.checkpoint_ns, b.channel, b.version, b.type, b.blob, b.base_version
     FROM unnest(%(blob_checkpoint_ns)s::text[], %(blob_channel)s::text[],
-                %(blob_version)s::text[], %(blob_type)s::text[], %(blob_blob)s::bytea[])
-         AS b(checkpoint_ns, channel, version, type, blob)
+                %(blob_version)s::text[], %(blob_type)s::text[], %(blob_blob)s::bytea[],
+                %(blob_base_version)s::text[])
+         AS b(checkpoint_ns, channel, version, type, blob, base_version)
     ON CONFLICT DO NOTHING
 ), copied_writes AS (
     INSERT INTO {schema}.pgc_writes (

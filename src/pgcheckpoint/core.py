@@ -99,7 +99,7 @@ _COMPRESS_SUFFIX = "+zstd"
 _STRUCTURAL_KEYS = frozenset({"counters_since_delta_snapshot"})
 _INLINE_TYPES = (str, int, float, bool)
 # Columns of `thread_checkpoints_page` that `insert_copied_rows` takes as arrays.
-_COPIED_CHECKPOINT_COLUMNS = (
+COPIED_CHECKPOINT_COLUMNS = (
     "checkpoint_ns",
     "checkpoint_id",
     "parent_checkpoint_id",
@@ -113,7 +113,8 @@ _COPIED_CHECKPOINT_COLUMNS = (
     "metadata",
     "created_at",
 )
-_COPIED_WRITE_COLUMNS = (
+COPIED_BLOB_COLUMNS = ("checkpoint_ns", "channel", "version", "type", "blob", "base_version")
+COPIED_WRITE_COLUMNS = (
     "checkpoint_ns",
     "checkpoint_id",
     "task_id",
@@ -901,7 +902,7 @@ class SaverCore(BaseCheckpointSaver[str]):
                 row["metadata_type"], row["metadata_blob"] = reseal(
                     "metadata", row["metadata_type"], row["metadata_blob"], *where
                 )
-            for column in _COPIED_CHECKPOINT_COLUMNS:
+            for column in COPIED_CHECKPOINT_COLUMNS:
                 params[column] = [r[column] for r in rows]
             new_blobs = []
             for blob in blobs:
@@ -912,7 +913,7 @@ class SaverCore(BaseCheckpointSaver[str]):
                         "blob", blob["type"], blob["blob"], *blob_key
                     )
                     new_blobs.append(blob)
-            for column in ("checkpoint_ns", "channel", "version", "type", "blob"):
+            for column in COPIED_BLOB_COLUMNS:
                 params[f"blob_{column}"] = [b[column] for b in new_blobs]
             for w in writes:
                 w["type"], w["blob"] = reseal(
@@ -924,7 +925,7 @@ class SaverCore(BaseCheckpointSaver[str]):
                     w["task_id"],
                     w["idx"],
                 )
-            for column in _COPIED_WRITE_COLUMNS:
+            for column in COPIED_WRITE_COLUMNS:
                 params[f"write_{column}"] = [w[column] for w in writes]
             yield Stmt("insert_copied_rows", params)
             if len(rows) < self.copy_batch_size:

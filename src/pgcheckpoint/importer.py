@@ -40,7 +40,16 @@ from typing import Any
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.types import TASKS
 
-from .core import Op, SaverCore, Stmt, binding, check_id
+from .core import (
+    COPIED_BLOB_COLUMNS,
+    COPIED_CHECKPOINT_COLUMNS,
+    COPIED_WRITE_COLUMNS,
+    Op,
+    SaverCore,
+    Stmt,
+    binding,
+    check_id,
+)
 from .errors import InvalidInputError, PgCheckpointError
 
 __all__ = ["SOURCE_PREFIX", "ImportStats", "LangGraphImporter", "SourceSchemaError"]
@@ -278,35 +287,14 @@ class LangGraphImporter:
             rows.append(row)
             extra_blobs.extend(extra)
         params: dict[str, Any] = {"thread_id": thread_id}
-        for column in (
-            "checkpoint_ns",
-            "checkpoint_id",
-            "parent_checkpoint_id",
-            "run_id",
-            "type",
-            "checkpoint",
-            "channel_versions",
-            "inline_channels",
-            "metadata_type",
-            "metadata_blob",
-            "metadata",
-            "created_at",
-        ):
+        for column in COPIED_CHECKPOINT_COLUMNS:
             params[column] = [r[column] for r in rows]
         blob_rows = [self.blob_row(thread_id, b) for b in blobs] + extra_blobs
-        for column in ("checkpoint_ns", "channel", "version", "type", "blob"):
-            params[f"blob_{column}"] = [b[column] for b in blob_rows]
+        for column in COPIED_BLOB_COLUMNS:
+            # the official saver stores whole values: no delta has a base
+            params[f"blob_{column}"] = [b.get(column) for b in blob_rows]
         write_rows = [self.write_row(thread_id, w) for w in writes]
-        for column in (
-            "checkpoint_ns",
-            "checkpoint_id",
-            "task_id",
-            "task_path",
-            "idx",
-            "channel",
-            "type",
-            "blob",
-        ):
+        for column in COPIED_WRITE_COLUMNS:
             params[f"write_{column}"] = [w[column] for w in write_rows]
         return params
 

@@ -27,6 +27,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
 from langgraph.types import Command, interrupt
 from psycopg import sql
 from psycopg.rows import dict_row
@@ -698,3 +699,46 @@ def test_rotate_key_command(
         "4",
         "10",
     ]
+
+
+def test_copy_thread_keeps_append_deltas_readable(db_dsn: str) -> None:
+    """A growing messages list is stored as deltas; the re-sealed copy keeps their bases."""
+
+    class Chat(TypedDict):
+        messages: Annotated[list[Any], add_messages]
+
+    def reply(state: Chat) -> dict[str, Any]:
+        return {"messages": [("ai", f"answer {len(state['messages'])} " + "x" * 200)]}
+
+    builder = StateGraph(Chat)
+    builder.add_node("reply", reply)
+    builder.add_edge(START, "reply")
+    builder.add_edge("reply", END)
+
+    def run(checkpointer: BaseCheckpointSaver[str], thread_id: str) -> Any:
+        graph = builder.compile(checkpointer=checkpointer)
+        for turn in range(40):
+            graph.invoke(
+                {"messages": [("human", f"question {turn} " + "y" * 200)]}, config(thread_id)
+            )
+        return graph
+
+    reference = run(InMemorySaver(), "ref").get_state(config("ref")).values
+    with PostgresSaver.from_conn_string(db_dsn, serde=enc()) as saver:
+        graph = run(saver, "chat")
+        with psycopg.connect(db_dsn) as conn:
+            deltas = conn.execute(
+                "SELECT count(*) FROM pgc_blobs"
+                " WHERE thread_id = 'chat' AND base_version IS NOT NULL"
+            ).fetchone()
+        assert deltas is not None and deltas[0] > 10
+        saver.copy_batch_size = 7  # bases and deltas land in different pages
+        saver.copy_thread("chat", "chat-copy")
+        saver.delete_thread("chat")
+        for thread_id in ("chat-copy",):
+            state = graph.get_state(config(thread_id)).values
+            assert [m.content for m in state["messages"]] == [
+                m.content for m in reference["messages"]
+            ]
+            history = list(graph.get_state_history(config(thread_id)))
+            assert len(history) == 120
