@@ -304,8 +304,22 @@ def test_copy_thread_reseals_every_value_for_the_target_thread() -> None:
         "metadata": "{}",
         "created_at": None,
     }
-    blob = {"checkpoint_ns": "", "channel": "items", "version": "v1", "type": bl_type, "blob": bl}
-    empty = {"checkpoint_ns": "", "channel": "gone", "version": "v0", "type": "empty", "blob": None}
+    blob = {
+        "checkpoint_ns": "",
+        "channel": "items",
+        "version": "v1",
+        "type": bl_type,
+        "blob": bl,
+        "base_version": None,
+    }
+    empty = {
+        "checkpoint_ns": "",
+        "channel": "gone",
+        "version": "v0",
+        "type": "empty",
+        "blob": None,
+        "base_version": None,
+    }
     write = {
         "checkpoint_ns": "",
         "checkpoint_id": "c1",
