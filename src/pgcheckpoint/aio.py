@@ -247,7 +247,9 @@ class AsyncPostgresSaver(SaverCore):
             stmt = run.first
             while True:
                 try:
-                    await cur.execute(self.queries[stmt.name], stmt.params)
+                    await cur.execute(
+                        self.queries[stmt.name], stmt.params, prepare=stmt.prepare
+                    )
                     rows = await cur.fetchall() if stmt.fetch else []
                 except Error as exc:  # raised at the op's yield: it may handle it
                     stmt = run.throw(exc, cur.connection)

@@ -83,6 +83,11 @@ class Stmt:
     name: str
     params: Mapping[str, Any] = field(default_factory=dict)
     fetch: bool = False
+    # None: psycopg's default (prepared after a few runs). False for statements
+    # whose generic plan is far worse than a custom one: Postgres switches a
+    # prepared statement to its generic plan after five runs, and for a
+    # recursive walk over one thread that plan cannot use the parameters.
+    prepare: bool | None = None
 
 
 Op = Generator[Stmt, list[Row], T]
@@ -1006,7 +1011,8 @@ class SaverCore(BaseCheckpointSaver[str]):
             checkpoint_id = latest.config["configurable"]["checkpoint_id"]
         rows = yield Stmt(
             "delta_channel_history",
-            {
+            prepare=False,
+            params={
                 "thread_id": thread_id,
                 "checkpoint_ns": checkpoint_ns,
                 "checkpoint_id": check_id("checkpoint_id", checkpoint_id),
@@ -1061,7 +1067,8 @@ class SaverCore(BaseCheckpointSaver[str]):
             return set()
         rows = yield Stmt(
             "rebuild_dependencies",
-            {
+            prepare=False,
+            params={
                 "thread_ids": [r["thread_id"] for r in kept],
                 "checkpoint_nss": [r["checkpoint_ns"] for r in kept],
                 "checkpoint_ids": [r["checkpoint_id"] for r in kept],

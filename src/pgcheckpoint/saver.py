@@ -244,7 +244,9 @@ class PostgresSaver(SaverCore):
             stmt = run.first
             while True:
                 try:
-                    cur.execute(self.queries[stmt.name], stmt.params)
+                    cur.execute(
+                        self.queries[stmt.name], stmt.params, prepare=stmt.prepare
+                    )
                     rows = cur.fetchall() if stmt.fetch else []
                 except Error as exc:  # raised at the op's yield: it may handle it
                     stmt = run.throw(exc, cur.connection)
