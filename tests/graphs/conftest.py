@@ -26,9 +26,14 @@ from langgraph.types import StateSnapshot
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from pgcheckpoint import AsyncPostgresSaver, PostgresSaver
+from pgcheckpoint import AsyncPostgresSaver, EncryptedSerde, PostgresSaver
 
-VARIANTS = [f"{d}-{k}" for d in ("sync", "async") for k in ("conn", "pool", "pipeline")]
+# "encrypted": a pool with EncryptedSerde, so every graph scenario also runs with
+# all values sealed to their rows (issue 5 asks the core graph suite to pass so)
+VARIANTS = [
+    f"{d}-{k}" for d in ("sync", "async") for k in ("conn", "pool", "pipeline", "encrypted")
+]
+ENCRYPTION_KEY = bytes(range(32))
 CONNECTION = {
     "autocommit": True,
     "prepare_threshold": 0,
@@ -44,10 +49,11 @@ async def saver(
     request: pytest.FixtureRequest, db_dsn: str
 ) -> AsyncIterator[PostgresSaver | AsyncPostgresSaver]:
     driver, kind = request.param.split("-")
+    serde = EncryptedSerde(keys={"k1": ENCRYPTION_KEY}) if kind == "encrypted" else None
     if driver == "sync":
-        if kind == "pool":
+        if kind in ("pool", "encrypted"):
             with ConnectionPool(db_dsn, max_size=8, kwargs=CONNECTION, open=True) as pool:
-                yield PostgresSaver(pool)
+                yield PostgresSaver(pool, serde=serde)
             return
         with psycopg.Connection.connect(db_dsn, **CONNECTION) as conn:
             if kind == "pipeline":
@@ -56,9 +62,9 @@ async def saver(
             else:
                 yield PostgresSaver(conn)
         return
-    if kind == "pool":
+    if kind in ("pool", "encrypted"):
         async with AsyncConnectionPool(db_dsn, max_size=8, kwargs=CONNECTION, open=False) as apool:
-            yield AsyncPostgresSaver(apool)
+            yield AsyncPostgresSaver(apool, serde=serde)
         return
     async with await psycopg.AsyncConnection.connect(db_dsn, **CONNECTION) as aconn:
         if kind == "pipeline":
