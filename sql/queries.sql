@@ -577,9 +577,15 @@ WITH RECURSIVE walk(checkpoint_id, parent_checkpoint_id, depth, walking, found, 
     SELECT p.checkpoint_id, p.parent_checkpoint_id, w.depth + 1, w.pending, s.found,
            ARRAY(SELECT ch FROM unnest(w.pending) AS ch WHERE NOT (ch = ANY(s.found)))
     FROM walk w
-    JOIN {schema}.pgc_checkpoints p
-      ON p.thread_id = %(thread_id)s AND p.checkpoint_ns = %(checkpoint_ns)s
-     AND p.checkpoint_id = w.parent_checkpoint_id
+    -- LATERAL ... LIMIT 1 lookups by primary key keep every key column in the
+    -- index condition, also in a prepared statement's generic plan (a plain
+    -- join there scanned the whole thread at each step).
+    CROSS JOIN LATERAL (
+        SELECT * FROM {schema}.pgc_checkpoints p
+        WHERE p.thread_id = %(thread_id)s AND p.checkpoint_ns = %(checkpoint_ns)s
+          AND p.checkpoint_id = w.parent_checkpoint_id
+        LIMIT 1
+    ) p
     CROSS JOIN LATERAL (
         -- A LATERAL probe, not EXISTS: the planner turns an EXISTS here into a
         -- hashed scan of the thread's every blob, once per ancestor.
@@ -601,9 +607,12 @@ WITH RECURSIVE walk(checkpoint_id, parent_checkpoint_id, depth, walking, found, 
     -- seed itself, the highest piece the full value).
     SELECT w.depth, w.checkpoint_id, b.channel, b.version, b.base_version, 0, b.type, b.blob
     FROM walk w
-    JOIN {schema}.pgc_checkpoints p
-      ON p.thread_id = %(thread_id)s AND p.checkpoint_ns = %(checkpoint_ns)s
-     AND p.checkpoint_id = w.checkpoint_id
+    CROSS JOIN LATERAL (
+        SELECT * FROM {schema}.pgc_checkpoints p
+        WHERE p.thread_id = %(thread_id)s AND p.checkpoint_ns = %(checkpoint_ns)s
+          AND p.checkpoint_id = w.checkpoint_id
+        LIMIT 1
+    ) p
     CROSS JOIN LATERAL unnest(w.found) AS f(channel)
     JOIN LATERAL (
         SELECT * FROM {schema}.pgc_blobs b
@@ -616,9 +625,12 @@ WITH RECURSIVE walk(checkpoint_id, parent_checkpoint_id, depth, walking, found, 
     SELECT s.depth, s.checkpoint_id, b.channel, b.version, b.base_version, s.piece + 1,
            b.type, b.blob
     FROM seed s
-    JOIN {schema}.pgc_blobs b
-      ON b.thread_id = %(thread_id)s AND b.checkpoint_ns = %(checkpoint_ns)s
-     AND b.channel = s.channel AND b.version = s.base_version
+    CROSS JOIN LATERAL (
+        SELECT * FROM {schema}.pgc_blobs b
+        WHERE b.thread_id = %(thread_id)s AND b.checkpoint_ns = %(checkpoint_ns)s
+          AND b.channel = s.channel AND b.version = s.base_version
+        LIMIT 1
+    ) b
 )
 SELECT 'w' AS kind, w.depth, w.checkpoint_id, x.channel, NULL::text AS version,
        NULL::text AS base_version, x.task_path, x.task_id, x.idx, x.type, x.blob,
@@ -636,9 +648,12 @@ UNION ALL
 SELECT 'i', w.depth, w.checkpoint_id, NULL, NULL, NULL, NULL, NULL, NULL,
        p.type, p.checkpoint, w.found
 FROM walk w
-JOIN {schema}.pgc_checkpoints p
-  ON p.thread_id = %(thread_id)s AND p.checkpoint_ns = %(checkpoint_ns)s
- AND p.checkpoint_id = w.checkpoint_id
+CROSS JOIN LATERAL (
+    SELECT * FROM {schema}.pgc_checkpoints p
+    WHERE p.thread_id = %(thread_id)s AND p.checkpoint_ns = %(checkpoint_ns)s
+      AND p.checkpoint_id = w.checkpoint_id
+    LIMIT 1
+) p
 WHERE w.depth > 0 AND w.found && p.inline_channels
 
 -- name: schema_revision

@@ -1011,7 +1011,6 @@ class SaverCore(BaseCheckpointSaver[str]):
             checkpoint_id = latest.config["configurable"]["checkpoint_id"]
         rows = yield Stmt(
             "delta_channel_history",
-            prepare=False,
             params={
                 "thread_id": thread_id,
                 "checkpoint_ns": checkpoint_ns,
