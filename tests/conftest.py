@@ -253,3 +253,77 @@ def empty_db_dsn(_databases: _Databases) -> Iterator[str]:
         yield _databases.dsn(name)
     finally:
         _databases.drop(name)
+
+
+# -- pgbouncer in transaction mode, for the tests that need a pooler -----------------
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def transaction_pooler(dsn: str, *, pool_size: int) -> Iterator[str]:
+    """`dsn` through a pgbouncer in transaction mode with `pool_size` server connections.
+
+    Skips the test when pgbouncer is not installed (or cannot run as root).
+    """
+    import pwd
+    import shutil
+    import socket
+    import subprocess
+    import tempfile
+    import time
+
+    binary = shutil.which("pgbouncer") or shutil.which("pgbouncer", path="/usr/sbin")
+    if binary is None:
+        pytest.skip("pgbouncer is not installed")
+    params = conninfo_to_dict(dsn)
+    user = str(params.get("user") or "postgres")
+    run_as: list[str] = []
+    if os.geteuid() == 0:  # pgbouncer refuses to run as root
+        try:
+            pwd.getpwnam("postgres")
+        except KeyError:
+            pytest.skip("pgbouncer cannot run as root and there is no 'postgres' user")
+        run_as = ["-u", "postgres"]
+    port = _free_port()
+    folder = Path(tempfile.mkdtemp(prefix="pgc_pgbouncer_"))
+    folder.chmod(0o755)
+    (folder / "users.txt").write_text(f'"{user}" ""\n')
+    (folder / "pgbouncer.ini").write_text(
+        "[databases]\n"
+        f"* = host={params.get('host', '127.0.0.1')} port={params.get('port', 5432)}\n"
+        "[pgbouncer]\n"
+        f"listen_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n"
+        f"auth_type = trust\nauth_file = {folder / 'users.txt'}\n"
+        f"pool_mode = transaction\ndefault_pool_size = {pool_size}\n"
+        "ignore_startup_parameters = extra_float_digits,options\n"
+    )
+    for path in folder.iterdir():
+        path.chmod(0o644)
+    proc = subprocess.Popen(
+        [binary, *run_as, str(folder / "pgbouncer.ini")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+                break
+            if proc.poll() is not None or time.monotonic() > deadline:
+                err = proc.stderr.read().decode() if proc.stderr else ""
+                pytest.fail(f"pgbouncer did not start: {err}")
+            time.sleep(0.05)
+        yield make_conninfo(dsn, host="127.0.0.1", port=port)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        if proc.stderr:
+            proc.stderr.close()
+        shutil.rmtree(folder, ignore_errors=True)

@@ -17,23 +17,17 @@ import contextlib
 import itertools
 import multiprocessing
 import os
-import pwd
 import queue
-import shutil
 import signal
-import socket
-import subprocess
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator
 from multiprocessing.context import ForkServerContext
-from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from conftest import transaction_pooler
 from psycopg.rows import dict_row
 
 from pgcheckpoint import PgCheckpointError, PostgresSaver, ThreadBusyError
@@ -226,63 +220,11 @@ def test_holder_killed_mid_node_frees_the_thread(
 # -- a pooler in transaction mode ----------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def pgbouncer_dsn(db_dsn: str) -> Iterator[str]:
     """`db_dsn` through a pgbouncer in transaction mode with one server connection."""
-    binary = shutil.which("pgbouncer") or shutil.which("pgbouncer", path="/usr/sbin")
-    if binary is None:
-        pytest.skip("pgbouncer is not installed")
-    params = conninfo_to_dict(db_dsn)
-    user = str(params.get("user") or "postgres")
-    run_as: list[str] = []
-    if os.geteuid() == 0:  # pgbouncer refuses to run as root
-        try:
-            pwd.getpwnam("postgres")
-        except KeyError:
-            pytest.skip("pgbouncer cannot run as root and there is no 'postgres' user")
-        run_as = ["-u", "postgres"]
-    port = _free_port()
-    folder = Path(tempfile.mkdtemp(prefix="lock_pgbouncer_"))
-    folder.chmod(0o755)
-    (folder / "users.txt").write_text(f'"{user}" ""\n')
-    (folder / "pgbouncer.ini").write_text(
-        "[databases]\n"
-        f"* = host={params.get('host', '127.0.0.1')} port={params.get('port', 5432)}\n"
-        "[pgbouncer]\n"
-        f"listen_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n"
-        f"auth_type = trust\nauth_file = {folder / 'users.txt'}\n"
-        "pool_mode = transaction\ndefault_pool_size = 1\n"
-        "ignore_startup_parameters = extra_float_digits,options\n"
-    )
-    for path in folder.iterdir():
-        path.chmod(0o644)
-    proc = subprocess.Popen(
-        [binary, *run_as, str(folder / "pgbouncer.ini")],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
-                break
-            if proc.poll() is not None or time.monotonic() > deadline:
-                err = proc.stderr.read().decode() if proc.stderr else ""
-                pytest.fail(f"pgbouncer did not start: {err}")
-            time.sleep(0.05)
-        yield make_conninfo(db_dsn, host="127.0.0.1", port=port)
-    finally:
-        proc.terminate()
-        proc.wait(30)
-        if proc.stderr:
-            proc.stderr.close()
-        shutil.rmtree(folder, ignore_errors=True)
+    with transaction_pooler(db_dsn, pool_size=1) as dsn:
+        yield dsn
 
 
 def test_pooler_in_transaction_mode_is_refused(pgbouncer_dsn: str) -> None:
