@@ -417,16 +417,22 @@ def _lock_op(thread_ids: Sequence[str], schema: str) -> Op[list[str]]:
     return [r["thread_id"] for r in rows]
 
 
+def _held_op(
+    thread_ids: list[str], schema: str, dry_run: bool
+) -> Op[tuple[list[str], list[str]]]:
+    """The threads of a batch this sweep locked, and those another holds (skipped)."""
+    if dry_run:
+        return thread_ids, []
+    held = yield from _lock_op(thread_ids, schema)
+    locked = set(held)
+    return held, [t for t in thread_ids if t not in locked]
+
+
 def _delete_batch_op(
     thread_ids: list[str], cutoff: datetime | None, schema: str, dry_run: bool
 ) -> Op[Row]:
     """Delete (or measure) the idle threads of a batch whole."""
-    skipped: list[str] = []
-    if dry_run:
-        held = thread_ids
-    else:
-        held = yield from _lock_op(thread_ids, schema)
-        skipped = [t for t in thread_ids if t not in set(held)]
+    held, skipped = yield from _held_op(thread_ids, schema, dry_run)
     if not held:
         return {"skipped": skipped}
     name = "retention_measure_threads" if dry_run else "retention_delete_threads"
@@ -459,12 +465,7 @@ def _trim_batch_op(
     dry_run: bool,
 ) -> Op[Row]:
     """Keep each namespace's newest `keep` checkpoints (and what they need) of a batch."""
-    skipped: list[str] = []
-    if dry_run:
-        held = thread_ids
-    else:
-        held = yield from _lock_op(thread_ids, schema)
-        skipped = [t for t in thread_ids if t not in set(held)]
+    held, skipped = yield from _held_op(thread_ids, schema, dry_run)
     if not held:
         return {"skipped": skipped}
     rows = yield Stmt(
