@@ -35,6 +35,7 @@ from ..errors import PgCheckpointError
 
 __all__ = [
     "COMMAND_MODULES",
+    "DURATION_UNITS",
     "EXIT_FAILED",
     "EXIT_INTERRUPTED",
     "EXIT_OK",
@@ -43,6 +44,7 @@ __all__ = [
     "add_command",
     "add_connection_options",
     "main",
+    "positive_int",
     "resolve_dsn",
     "resolve_schema",
 ]
@@ -81,6 +83,26 @@ class CliError(PgCheckpointError):
     def __init__(self, message: str, *, exit_code: int = EXIT_FAILED) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+
+
+# Seconds in each unit a duration option accepts (`30d`, `12h`, ...).
+DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1.
+
+    Example:
+        >>> positive_int("3")
+        3
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
 
 
 def add_connection_options(parser: argparse.ArgumentParser, *, schema: bool = True) -> None:

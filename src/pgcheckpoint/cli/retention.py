@@ -25,14 +25,13 @@ import sys
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from . import EXIT_OK, add_command, resolve_dsn, resolve_schema
+from . import DURATION_UNITS, EXIT_OK, add_command, positive_int, resolve_dsn, resolve_schema
 
 if TYPE_CHECKING:  # the rest is imported by the handlers, keeping `--help` cheap
     from ..retention import PruneReport
 
 DEFAULT_BATCH_SIZE = 100
 DEFAULT_TOP = 10
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _DURATION = re.compile(r"(\d+)([smhdw])")
 
 
@@ -59,7 +58,7 @@ def register(subparsers: Any) -> None:
     )
     what.add_argument(
         "--keep-last",
-        type=_positive_int,
+        type=positive_int,
         metavar="N",
         help="keep every thread's newest N checkpoints per namespace, whatever their age",
     )
@@ -73,13 +72,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("--dry-run", action="store_true", help="print what would go; change nothing")
     p.add_argument(
         "--batch-size",
-        type=_positive_int,
+        type=positive_int,
         default=DEFAULT_BATCH_SIZE,
         metavar="N",
         help=f"threads per transaction (default: {DEFAULT_BATCH_SIZE})",
     )
     p.add_argument(
-        "--max-threads", type=_positive_int, metavar="N", help="look at most at N threads"
+        "--max-threads", type=positive_int, metavar="N", help="look at most at N threads"
     )
     p.add_argument(
         "--max-seconds",
@@ -119,24 +118,14 @@ def parse_duration(text: str) -> timedelta:
             f"{text!r} is not a duration: write a number and a unit s, m, h, d or w, "
             "e.g. 30d or 12h"
         )
-    seconds = sum(int(n) * _UNITS[unit] for n, unit in _DURATION.findall(compact))
+    seconds = sum(int(n) * DURATION_UNITS[unit] for n, unit in _DURATION.findall(compact))
     if seconds <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} is no time at all: give a positive duration")
     return timedelta(seconds=seconds)
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
-
-
 def _non_negative_int(text: str) -> int:
-    return 0 if text.strip() == "0" else _positive_int(text)
+    return 0 if text.strip() == "0" else positive_int(text)
 
 
 def _positive_float(text: str) -> float:
@@ -305,8 +294,8 @@ def _size(n: int) -> str:
 def _age(delta: timedelta) -> str:
     seconds = int(delta.total_seconds())
     for unit in ("w", "d", "h", "m"):
-        if seconds % _UNITS[unit] == 0:
-            return f"{seconds // _UNITS[unit]}{unit}"
+        if seconds % DURATION_UNITS[unit] == 0:
+            return f"{seconds // DURATION_UNITS[unit]}{unit}"
     return f"{seconds}s"
 
 

@@ -18,7 +18,16 @@ import argparse
 import sys
 from typing import Any
 
-from . import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, add_command, resolve_dsn, resolve_schema
+from . import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    CliError,
+    add_command,
+    positive_int,
+    resolve_dsn,
+    resolve_schema,
+)
 
 DEFAULT_BATCH_SIZE = 500
 
@@ -38,7 +47,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--dry-run", action="store_true", help="only count the stored values per key id")
     p.add_argument(
         "--batch-size",
-        type=_positive_int,
+        type=positive_int,
         default=DEFAULT_BATCH_SIZE,
         metavar="N",
         help=f"rows re-encrypted per round trip (default: {DEFAULT_BATCH_SIZE})",
@@ -58,16 +67,6 @@ def register(subparsers: Any) -> None:
         ),
     )
     p.set_defaults(handler=rotate_key_command)
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
 
 
 def rotate_key_command(args: argparse.Namespace) -> int:

@@ -28,7 +28,16 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from . import EXIT_OK, EXIT_USAGE, CliError, add_command, resolve_dsn, resolve_schema
+from . import (
+    DURATION_UNITS,
+    EXIT_OK,
+    EXIT_USAGE,
+    CliError,
+    add_command,
+    positive_int,
+    resolve_dsn,
+    resolve_schema,
+)
 
 if TYPE_CHECKING:
     from ..core import Op
@@ -40,7 +49,6 @@ T = TypeVar("T")
 DEFAULT_THREADS = 20
 DEFAULT_PAGE = 50
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
-_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _SHORT_ID = 8
 
 
@@ -58,7 +66,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--limit",
-        type=_positive_int,
+        type=positive_int,
         default=DEFAULT_THREADS,
         metavar="N",
         help=f"how many threads (default: {DEFAULT_THREADS})",
@@ -108,7 +116,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--limit",
-        type=_positive_int,
+        type=positive_int,
         default=DEFAULT_PAGE,
         metavar="N",
         help=f"how many checkpoints, newest first (default: {DEFAULT_PAGE})",
@@ -122,16 +130,6 @@ def register(subparsers: Any) -> None:
     p.set_defaults(handler=show_command)
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
-
-
 def parse_since(text: str, now: dt.datetime | None = None) -> dt.datetime:
     """A `--since` value: a duration back from now (`2d`) or a date/time (UTC if naive).
 
@@ -143,7 +141,7 @@ def parse_since(text: str, now: dt.datetime | None = None) -> dt.datetime:
     cleaned = text.strip().lower().replace(" ", "")
     match = _DURATION.match(cleaned)
     if match:
-        seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        seconds = float(match.group(1)) * DURATION_UNITS[match.group(2)]
         now = now if now is not None else dt.datetime.now(dt.timezone.utc)
         return now - dt.timedelta(seconds=seconds)
     iso = text.strip()
