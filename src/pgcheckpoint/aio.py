@@ -33,6 +33,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from psycopg import AsyncConnection, AsyncCursor, AsyncPipeline, Capabilities, Error
+from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
@@ -232,11 +233,26 @@ class AsyncPostgresSaver(SaverCore):
         # binary results: bytea arrives as its bytes, not as hex text twice the size
         async with conn.cursor(row_factory=dict_row, binary=True) as cur:
             in_pipe = self.pipe is not None and conn is self.conn
-            if atomic or not conn.autocommit:
+            if atomic:
+                async with conn.transaction():
+                    result = await self._drive(cur, run)
+            elif conn.autocommit:
+                result = await self._drive(cur, run)
+            elif in_pipe or conn.info.transaction_status != TransactionStatus.IDLE:
+                # inside the caller's transaction (or pipeline): a savepoint there
                 async with conn.transaction():
                     result = await self._drive(cur, run)
             else:
-                result = await self._drive(cur, run)
+                # A caller's idle connection without autocommit: run in autocommit
+                # rather than BEGIN ... COMMIT, so a statement that succeeded is
+                # not lost to a COMMIT that fails (a restart between the two), and
+                # two round trips are saved. The caller's setting comes back after.
+                await conn.set_autocommit(True)
+                try:
+                    result = await self._drive(cur, run)
+                finally:
+                    if not conn.closed:
+                        await conn.set_autocommit(False)
             if in_pipe and self.pipe is not None:
                 await self.pipe.sync()
             return result

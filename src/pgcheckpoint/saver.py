@@ -33,6 +33,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from psycopg import Capabilities, Connection, Cursor, Error, Pipeline
+from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
@@ -229,11 +230,26 @@ class PostgresSaver(SaverCore):
         # binary results: bytea arrives as its bytes, not as hex text twice the size
         with conn.cursor(row_factory=dict_row, binary=True) as cur:
             in_pipe = self.pipe is not None and conn is self.conn
-            if atomic or not conn.autocommit:
+            if atomic:
+                with conn.transaction():
+                    result = self._drive(cur, run)
+            elif conn.autocommit:
+                result = self._drive(cur, run)
+            elif in_pipe or conn.info.transaction_status != TransactionStatus.IDLE:
+                # inside the caller's transaction (or pipeline): a savepoint there
                 with conn.transaction():
                     result = self._drive(cur, run)
             else:
-                result = self._drive(cur, run)
+                # A caller's idle connection without autocommit: run in autocommit
+                # rather than BEGIN ... COMMIT, so a statement that succeeded is
+                # not lost to a COMMIT that fails (a restart between the two), and
+                # two round trips are saved. The caller's setting comes back after.
+                conn.autocommit = True
+                try:
+                    result = self._drive(cur, run)
+                finally:
+                    if not conn.closed:
+                        conn.autocommit = False
             if in_pipe and self.pipe is not None:
                 self.pipe.sync()
             return result
