@@ -141,13 +141,15 @@ class AppendCache:
             or entry.count > header[0]
         ):
             return None
-        body = memoryview(data)[header[1] :]
-        if body[: len(entry.body)] != entry.body:
+        data = bytes(data)  # no copy when it is bytes already
+        # bytes.startswith at an offset is a memcmp; comparing memoryview slices
+        # goes item by item (0.7 ms for a 190 KiB list)
+        if not data.startswith(entry.body, header[1]):
             return None
-        tail = body[len(entry.body) :]
+        tail = memoryview(data)[header[1] + len(entry.body) :]
         return AppendPlan(
             base_version=entry.version,
-            payload=array_prefix(header[0] - entry.count) + bytes(tail),
+            payload=array_prefix(header[0] - entry.count) + tail,
             chain=entry.chain + 1,
         )
 
