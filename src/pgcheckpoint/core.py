@@ -512,21 +512,22 @@ class SaverCore(BaseCheckpointSaver[str]):
         self,
         key: tuple[str, str, str],
         pieces: Sequence[tuple[str, str, bytes]],
-        memo: dict[tuple[str, str, str, str], list[Any]] | None = None,
+        memo: ListingMemo | None = None,
     ) -> Any:
         """Rebuild a channel value from its stored pieces (version, type, bytes).
 
         One piece is a whole value; more are a full list followed by the deltas
         on top of it, oldest first. Lists are remembered for the next delta.
         With `memo` (one per `list` call), a list's pieces are decoded once for
-        all the checkpoints that share them; each gets its own list of shallow
-        copies of the items, so no two returned values share a mutable object.
+        all the checkpoints that share them; each gets its own list of items,
+        shallow copies but for the last checkpoint to use a piece, so no two
+        returned values share an item.
         """
         thread_id, ns, channel = key
         if memo is not None:
             items = self._load_list_pieces(key, pieces, memo)
             if items is not None:
-                return [copy.copy(item) for item in items]
+                return items
         raws = [
             self.unpack_value(type_, data, binding("blob", thread_id, ns, channel, version))
             for version, type_, data in pieces
@@ -586,14 +587,14 @@ class SaverCore(BaseCheckpointSaver[str]):
         self,
         key: tuple[str, str, str],
         pieces: Sequence[tuple[str, str, bytes]],
-        memo: dict[tuple[str, str, str, str], list[Any]],
+        memo: ListingMemo,
     ) -> list[Any] | None:
         """The items of a stored list, each piece decoded once per memo; None if not a list."""
         thread_id, ns, channel = key
-        items: list[Any] = []
+        decoded_pieces: list[tuple[tuple[str, str, str, str], list[Any]]] = []
         for version, type_, data in pieces:
             memo_key = (thread_id, ns, channel, version)
-            decoded = memo.get(memo_key)
+            decoded = memo.decoded.get(memo_key)
             if decoded is None:
                 aad = binding("blob", thread_id, ns, channel, version)
                 inner_type, raw = self.unpack_value(type_, data, aad)
@@ -602,8 +603,14 @@ class SaverCore(BaseCheckpointSaver[str]):
                 decoded = self.inner_serde.loads_typed((inner_type, raw))
                 if not isinstance(decoded, list):
                     return None
-                memo[memo_key] = decoded
-            items.extend(decoded)
+                memo.decoded[memo_key] = decoded
+            decoded_pieces.append((memo_key, decoded))
+        items: list[Any] = []
+        for memo_key, decoded in decoded_pieces:
+            if memo.release(memo_key):
+                items.extend(decoded)  # no later checkpoint uses this piece
+            else:
+                items.extend([copy.copy(item) for item in decoded])
         return items
 
     def get_next_version(self, current: str | None, channel: None) -> str:
@@ -840,7 +847,75 @@ class SaverCore(BaseCheckpointSaver[str]):
         rows = yield Stmt(
             "list_thread_checkpoints" if one_thread else "list_checkpoints", params, fetch=True
         )
+        if rows:
+            rows = yield from self._listed_values_op(rows)
         return rows, (filter if lossy else None)
+
+    def _listed_values_op(self, rows: list[Row]) -> Op[list[Row]]:
+        """Give listed rows their stored values, fetched once for the page.
+
+        Returns the rows whose checkpoints still exist, each with the `blob_*`
+        columns of `checkpoint_tuple_from`: per channel its pieces, the full
+        value first, then the deltas on it.
+        """
+        wanted: dict[tuple[str, str, str, str], None] = {}
+        for row in rows:
+            inline = set(row["inline_channels"] or ())
+            for channel, version in (row["channel_versions"] or {}).items():
+                if channel not in inline:
+                    wanted[(row["thread_id"], row["checkpoint_ns"], channel, str(version))] = None
+        found = yield Stmt(
+            "listed_values",
+            {
+                "thread_ids": [k[0] for k in wanted],
+                "checkpoint_nss": [k[1] for k in wanted],
+                "channels": [k[2] for k in wanted],
+                "versions": [k[3] for k in wanted],
+                "checkpoint_thread_ids": [r["thread_id"] for r in rows],
+                "checkpoint_checkpoint_nss": [r["checkpoint_ns"] for r in rows],
+                "checkpoint_ids": [r["checkpoint_id"] for r in rows],
+                "max_depth": MAX_CHAIN_DEPTH,
+            },
+            fetch=True,
+        )
+        pieces: dict[tuple[str, str, str, str], Row] = {}
+        alive: set[tuple[str, str, str]] = set()
+        for piece in found:
+            if piece["kind"] == "c":
+                alive.add(_key(piece))
+            else:
+                key = (piece["thread_id"], piece["checkpoint_ns"], piece["channel"])
+                pieces[(key[0], key[1], key[2], piece["version"])] = piece
+        kept = []
+        for row in rows:
+            if _key(row) not in alive:
+                continue
+            columns: dict[str, list[Any]] = {
+                "blob_channels": [],
+                "blob_versions": [],
+                "blob_bases": [],
+                "blob_types": [],
+                "blob_values": [],
+            }
+            for channel in sorted(row["channel_versions"] or {}):
+                chain: list[Row] = []
+                # str: rows imported from the official saver's oldest schema have ints
+                at: str | None = str(row["channel_versions"][channel])
+                while at is not None and len(chain) <= MAX_CHAIN_DEPTH:
+                    found_piece = pieces.get((row["thread_id"], row["checkpoint_ns"], channel, at))
+                    if found_piece is None:
+                        break
+                    chain.append(found_piece)
+                    at = found_piece["base_version"]
+                for piece in reversed(chain):
+                    columns["blob_channels"].append(channel)
+                    columns["blob_versions"].append(piece["version"])
+                    columns["blob_bases"].append(piece["base_version"])
+                    columns["blob_types"].append(piece["type"])
+                    columns["blob_values"].append(piece["blob"])
+            row.update(columns)
+            kept.append(row)
+        return kept
 
     def delete_thread_op(self, thread_id: str) -> Op[None]:
         """Delete every checkpoint, blob and write of a thread."""
@@ -1140,9 +1215,7 @@ class SaverCore(BaseCheckpointSaver[str]):
             result[ch] = entry
         return result
 
-    def load_tuple(
-        self, row: Row, memo: dict[tuple[str, str, str, str], list[Any]] | None = None
-    ) -> CheckpointTuple:
+    def load_tuple(self, row: Row, memo: ListingMemo | None = None) -> CheckpointTuple:
         """Decode one row of `checkpoint_tuple_from` into a `CheckpointTuple`.
 
         `memo` lets the rows of one `list` call share the decoding of list pieces.
@@ -1217,7 +1290,8 @@ class SaverCore(BaseCheckpointSaver[str]):
     ) -> Generator[CheckpointTuple, None, None]:
         """Decode listed rows lazily, applying a filter JSONB could not hold."""
         count = 0
-        memo: dict[tuple[str, str, str, str], list[Any]] = {}
+        rows = list(rows)
+        memo = ListingMemo.of(rows)
         for row in rows:
             if limit is not None and count >= limit:
                 return
@@ -1226,6 +1300,35 @@ class SaverCore(BaseCheckpointSaver[str]):
                 continue
             count += 1
             yield tup
+
+
+class ListingMemo:
+    """The list pieces the rows of one `list` call decode once and share.
+
+    It counts the rows that use each piece, so the last one to use it takes
+    the decoded items themselves and the others take copies.
+    """
+
+    def __init__(self) -> None:
+        self.decoded: dict[tuple[str, str, str, str], list[Any]] = {}
+        self.uses: dict[tuple[str, str, str, str], int] = {}
+
+    @classmethod
+    def of(cls, rows: Sequence[Row]) -> ListingMemo:
+        """A memo for the listed `rows`."""
+        memo = cls()
+        for row in rows:
+            thread_id, ns = row["thread_id"], row["checkpoint_ns"]
+            for channel, version in zip(row["blob_channels"], row["blob_versions"], strict=True):
+                key = (thread_id, ns, channel, version)
+                memo.uses[key] = memo.uses.get(key, 0) + 1
+        return memo
+
+    def release(self, key: tuple[str, str, str, str]) -> bool:
+        """Count one use of a piece; True when no later row uses it."""
+        left = self.uses.get(key, 0) - 1
+        self.uses[key] = left
+        return left <= 0
 
 
 # First key of the transaction advisory locks that serialise maintenance

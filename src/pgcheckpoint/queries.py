@@ -68,8 +68,14 @@ class Queries(Mapping[str, str]):
         self._rendered: dict[str, str] = {}
         for name, body in statements.items():
             text = body.replace("{schema}", schema_sql)
-            for frag, frag_body in rendered_fragments.items():
-                text = text.replace("{" + frag + "}", frag_body)
+            # fragments may include fragments: expand until nothing changes
+            for _ in range(len(rendered_fragments) + 1):
+                expanded = text
+                for frag, frag_body in rendered_fragments.items():
+                    expanded = expanded.replace("{" + frag + "}", frag_body)
+                if expanded == text:
+                    break
+                text = expanded
             self._rendered[name] = text
 
     def __getitem__(self, name: str) -> str:
