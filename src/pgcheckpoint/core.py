@@ -884,8 +884,8 @@ class SaverCore(BaseCheckpointSaver[str]):
             if piece["kind"] == "c":
                 alive.add(_key(piece))
             else:
-                key = (piece["thread_id"], piece["checkpoint_ns"], piece["channel"])
-                pieces[(key[0], key[1], key[2], piece["version"])] = piece
+                thread_id, ns = piece["thread_id"], piece["checkpoint_ns"]
+                pieces[(thread_id, ns, piece["channel"], piece["version"])] = piece
         kept = []
         for row in rows:
             if _key(row) not in alive:
