@@ -3,8 +3,11 @@
 LangGraph hands the saver the whole `messages` list at every super-step. When
 the serialised new list starts with the serialised list stored at an earlier
 version of the same channel, only the new items are stored, with a reference
-to that version (`base_version`); every `full_every` versions, or whenever the
-list is not a pure extension, the full list is stored.
+to that version (`base_version`). The full list is stored instead every
+`full_every` versions, when the deltas on the last full list would make up
+more than half of the new one (a short list that grows is stored whole at
+about each doubling, so reading it never joins many small pieces), and
+whenever the list is not a pure extension.
 
 The comparison is on serialised bytes (msgpack), not on Python objects, so an
 item changed in place is never mistaken for an unchanged one. A msgpack array
@@ -17,7 +20,7 @@ Example:
     >>> import ormsgpack
     >>> cache = AppendCache()
     >>> old, new = ["x" * 300], ["x" * 300, "y"]
-    >>> cache.remember(("t", "", "m"), "v1", ormsgpack.packb(old), chain=0)
+    >>> cache.remember(("t", "", "m"), "v1", ormsgpack.packb(old), chain=0, chain_bytes=0)
     >>> plan = cache.plan(("t", "", "m"), "v2", ormsgpack.packb(new), full_every=32)
     >>> plan.base_version, ormsgpack.unpackb(plan.payload)
     ('v1', ['y'])
@@ -97,6 +100,7 @@ class AppendPlan:
     base_version: str
     payload: bytes
     chain: int
+    chain_bytes: int  # of the items in the deltas since the full list, this one's too
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +109,7 @@ class _Entry:
     count: int
     body: bytes
     chain: int
+    chain_bytes: int
 
 
 class AppendCache:
@@ -147,18 +152,28 @@ class AppendCache:
         if not data.startswith(entry.body, header[1]):
             return None
         tail = memoryview(data)[header[1] + len(entry.body) :]
+        chain_bytes = entry.chain_bytes + len(tail)
+        if 2 * chain_bytes > len(data) - header[1]:
+            return None
         return AppendPlan(
             base_version=entry.version,
             payload=array_prefix(header[0] - entry.count) + tail,
             chain=entry.chain + 1,
+            chain_bytes=chain_bytes,
         )
 
-    def remember(self, key: Key, version: str, data: bytes, *, chain: int) -> None:
-        """Record that `data` (a serialised list) is stored at `version`."""
+    def remember(
+        self, key: Key, version: str, data: bytes, *, chain: int, chain_bytes: int
+    ) -> None:
+        """Record that `data` (a serialised list) is stored at `version`.
+
+        `chain` deltas of `chain_bytes` bytes of items lie on its last full list.
+        """
         header = array_header(data)
         if header is None:
             return
-        entry = _Entry(version, header[0], bytes(memoryview(data)[header[1] :]), chain)
+        body = bytes(memoryview(data)[header[1] :])
+        entry = _Entry(version, header[0], body, chain, chain_bytes)
         if len(entry.body) > self.max_bytes:
             return
         with self._lock:

@@ -537,7 +537,13 @@ class SaverCore(BaseCheckpointSaver[str]):
         else:
             type_, data = raws[-1][0], join_arrays([raw for _, raw in raws])
         if type_ == "msgpack" and self.append_deltas:
-            self.append_cache.remember(key, pieces[-1][0], data, chain=len(raws) - 1)
+            self.append_cache.remember(
+                key,
+                pieces[-1][0],
+                data,
+                chain=len(raws) - 1,
+                chain_bytes=len(data) - len(raws[0][1]) if len(raws) > 1 else 0,
+            )
         return self.inner_serde.loads_typed((type_, data))
 
     def _load_seed(
@@ -737,9 +743,12 @@ class SaverCore(BaseCheckpointSaver[str]):
         if self.append_deltas:
             for channel, (version, type_, data, plan) in blobs.items():
                 if type_ == "msgpack":
-                    chain = plan.chain if plan is not None else 0
                     self.append_cache.remember(
-                        (thread_id, checkpoint_ns, channel), version, data, chain=chain
+                        (thread_id, checkpoint_ns, channel),
+                        version,
+                        data,
+                        chain=plan.chain if plan is not None else 0,
+                        chain_bytes=plan.chain_bytes if plan is not None else 0,
                     )
         return {
             "configurable": {
