@@ -165,7 +165,7 @@ WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns = %(checkpoint_ns)s
 -- A `list` row: the columns of `tuple_columns` but the stored values, which
 -- `listed_values` fetches for the whole page at once.
 c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
-c.type, c.checkpoint, c.channel_versions, c.inline_channels, c.metadata_type, c.metadata_blob,
+c.type, c.checkpoint, c.channel_versions, c.metadata_type, c.metadata_blob,
 wr.write_task_ids, wr.write_idxs, wr.write_channels, wr.write_types, wr.write_values
 
 -- name: list_checkpoints
@@ -208,20 +208,32 @@ FROM (
 ORDER BY c.checkpoint_id DESC
 
 -- name: listed_values
--- The stored values of a `list` page, each once: the channel versions its
--- checkpoints name, and the chains of bases of those stored as deltas ('v'
--- rows). The checkpoints of a long chat share most of their messages (one full
--- value and its deltas), which one row per checkpoint would send again in each.
--- Also which of the page's checkpoints still exist ('c' rows): one deleted
--- since the page was read is left out, as if it had been deleted before. A
--- checkpoint that exists in this statement's snapshot has all its values here.
+-- The stored values of some checkpoints (a `list` page, a page of a thread
+-- being copied), each once: the channel versions the checkpoints name, and the
+-- chains of bases of those stored as deltas ('v' rows). The checkpoints of a
+-- long chat share most of their messages (one full value and its deltas),
+-- which one row per checkpoint would send again in each. Also which of the
+-- checkpoints exist ('c' rows): one deleted since its page was read is left
+-- out, as if it had been deleted before; one that exists in this statement's
+-- snapshot has all its values here.
 -- The walk goes a level of bases at a time, the keys of a level in arrays: one
 -- row per level keeps the planner's estimate small (it guesses ten rounds of
 -- ten times the rows of a recursion, and past jit_above_cost it JIT-compiles
 -- the plan, 50-900 ms). It carries no bytes; each blob is read once, at the end.
-WITH RECURSIVE level(depth, thread_ids, checkpoint_nss, channels, versions) AS (
-    SELECT 0, %(thread_ids)s::text[], %(checkpoint_nss)s::text[], %(channels)s::text[],
-           %(versions)s::text[]
+WITH RECURSIVE listed AS MATERIALIZED (
+    SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.channel_versions,
+           c.inline_channels
+    FROM unnest(%(thread_ids)s::text[], %(checkpoint_nss)s::text[], %(checkpoint_ids)s::text[])
+         AS k(thread_id, checkpoint_ns, checkpoint_id)
+    JOIN {schema}.pgc_checkpoints c
+      ON c.thread_id = k.thread_id AND c.checkpoint_ns = k.checkpoint_ns
+     AND c.checkpoint_id = k.checkpoint_id
+), level(depth, thread_ids, checkpoint_nss, channels, versions) AS (
+    SELECT 0, array_agg(c.thread_id), array_agg(c.checkpoint_ns), array_agg(v.channel),
+           array_agg(v.version)
+    FROM listed c
+    CROSS JOIN LATERAL jsonb_each_text(c.channel_versions) AS v(channel, version)
+    WHERE NOT (v.channel = ANY(c.inline_channels))
     UNION ALL
     SELECT l.depth + 1, x.thread_ids, x.checkpoint_nss, x.channels, x.versions
     FROM level l
@@ -266,11 +278,7 @@ CROSS JOIN LATERAL (
 ) b
 UNION ALL
 SELECT 'c', c.thread_id, c.checkpoint_ns, c.checkpoint_id, NULL, NULL, NULL, NULL, NULL
-FROM unnest(%(checkpoint_thread_ids)s::text[], %(checkpoint_checkpoint_nss)s::text[],
-            %(checkpoint_ids)s::text[]) AS k(thread_id, checkpoint_ns, checkpoint_id)
-JOIN {schema}.pgc_checkpoints c
-  ON c.thread_id = k.thread_id AND c.checkpoint_ns = k.checkpoint_ns
- AND c.checkpoint_id = k.checkpoint_id
+FROM listed c
 
 -- name: delete_thread
 WITH deleted_writes AS (
@@ -329,32 +337,6 @@ WHERE thread_id = %(thread_id)s
        OR (checkpoint_ns, checkpoint_id) > (%(after_ns)s::text, %(after_id)s::text))
 ORDER BY checkpoint_ns, checkpoint_id
 LIMIT %(limit)s
-
--- name: thread_blobs_of_checkpoints
--- The stored channel values the listed checkpoints of a thread refer to, with
--- the bases of those stored as deltas.
-WITH RECURSIVE referenced AS (
-    SELECT b.checkpoint_ns, b.channel, b.version, b.base_version, b.type, b.blob
-    FROM unnest(%(checkpoint_nss)s::text[], %(checkpoint_ids)s::text[])
-         AS k(checkpoint_ns, checkpoint_id)
-    JOIN {schema}.pgc_checkpoints c
-      ON c.thread_id = %(thread_id)s AND c.checkpoint_ns = k.checkpoint_ns
-     AND c.checkpoint_id = k.checkpoint_id
-    CROSS JOIN LATERAL jsonb_each_text(c.channel_versions) AS v(channel, version)
-    JOIN {schema}.pgc_blobs b
-      ON b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns
-     AND b.channel = v.channel AND b.version = v.version
-    UNION
-    SELECT b.checkpoint_ns, b.channel, b.version, b.base_version, b.type, b.blob
-    FROM referenced r
-    JOIN {schema}.pgc_blobs b
-      ON b.thread_id = %(thread_id)s AND b.checkpoint_ns = r.checkpoint_ns
-     AND b.channel = r.channel AND b.version = r.base_version
-)
-SELECT DISTINCT ON (checkpoint_ns, channel, version)
-       checkpoint_ns, channel, version, base_version, type, blob
-FROM referenced
-ORDER BY checkpoint_ns, channel, version
 
 -- name: thread_writes_of_checkpoints
 -- The pending writes of the listed checkpoints of a thread.

@@ -867,25 +867,10 @@ class SaverCore(BaseCheckpointSaver[str]):
         columns of `checkpoint_tuple_from`: per channel its pieces, the full
         value first, then the deltas on it.
         """
-        wanted: dict[tuple[str, str, str, str], None] = {}
-        for row in rows:
-            inline = set(row["inline_channels"] or ())
-            for channel, version in (row["channel_versions"] or {}).items():
-                if channel not in inline:
-                    wanted[(row["thread_id"], row["checkpoint_ns"], channel, str(version))] = None
-        found = yield Stmt(
-            "listed_values",
-            {
-                "thread_ids": [k[0] for k in wanted],
-                "checkpoint_nss": [k[1] for k in wanted],
-                "channels": [k[2] for k in wanted],
-                "versions": [k[3] for k in wanted],
-                "checkpoint_thread_ids": [r["thread_id"] for r in rows],
-                "checkpoint_checkpoint_nss": [r["checkpoint_ns"] for r in rows],
-                "checkpoint_ids": [r["checkpoint_id"] for r in rows],
-                "max_depth": MAX_CHAIN_DEPTH,
-            },
-            fetch=True,
+        found = yield from self._stored_values_op(
+            [r["thread_id"] for r in rows],
+            [r["checkpoint_ns"] for r in rows],
+            [r["checkpoint_id"] for r in rows],
         )
         pieces: dict[tuple[str, str, str, str], Row] = {}
         alive: set[tuple[str, str, str]] = set()
@@ -925,6 +910,22 @@ class SaverCore(BaseCheckpointSaver[str]):
             row.update(columns)
             kept.append(row)
         return kept
+
+    def _stored_values_op(
+        self, thread_ids: list[str], checkpoint_nss: list[str], checkpoint_ids: list[str]
+    ) -> Op[list[Row]]:
+        """The stored values of some checkpoints, each piece once (`listed_values`)."""
+        rows = yield Stmt(
+            "listed_values",
+            {
+                "thread_ids": thread_ids,
+                "checkpoint_nss": checkpoint_nss,
+                "checkpoint_ids": checkpoint_ids,
+                "max_depth": MAX_CHAIN_DEPTH,
+            },
+            fetch=True,
+        )
+        return rows
 
     def delete_thread_op(self, thread_id: str) -> Op[None]:
         """Delete every checkpoint, blob and write of a thread."""
@@ -980,7 +981,12 @@ class SaverCore(BaseCheckpointSaver[str]):
                 "checkpoint_nss": [r["checkpoint_ns"] for r in rows],
                 "checkpoint_ids": [r["checkpoint_id"] for r in rows],
             }
-            blobs = yield Stmt("thread_blobs_of_checkpoints", page, fetch=True)
+            stored = yield from self._stored_values_op(
+                [source] * len(rows),
+                [r["checkpoint_ns"] for r in rows],
+                [r["checkpoint_id"] for r in rows],
+            )
+            blobs = [b for b in stored if b["kind"] == "v"]
             writes = yield Stmt("thread_writes_of_checkpoints", page, fetch=True)
             params: dict[str, Any] = {"thread_id": target}
             for row in rows:

@@ -305,6 +305,8 @@ def test_copy_thread_reseals_every_value_for_the_target_thread() -> None:
         "created_at": None,
     }
     blob = {
+        "kind": "v",
+        "thread_id": "src",
         "checkpoint_ns": "",
         "channel": "items",
         "version": "v1",
@@ -313,6 +315,8 @@ def test_copy_thread_reseals_every_value_for_the_target_thread() -> None:
         "base_version": None,
     }
     empty = {
+        "kind": "v",
+        "thread_id": "src",
         "checkpoint_ns": "",
         "channel": "gone",
         "version": "v0",
@@ -331,11 +335,12 @@ def test_copy_thread_reseals_every_value_for_the_target_thread() -> None:
         "blob": wr,
     }
     op = core.copy_thread_op("src", "dst")
-    stmts, _ = drive(op, [[page], [blob, empty], [write], [], []])
+    exists = {"kind": "c", "thread_id": "src", "checkpoint_ns": "", "checkpoint_id": "c1"}
+    stmts, _ = drive(op, [[page], [blob, empty, exists], [write], [], []])
     names = [st.name for st in stmts]
     assert names == [
         "thread_checkpoints_page",
-        "thread_blobs_of_checkpoints",
+        "listed_values",
         "thread_writes_of_checkpoints",
         "insert_copied_rows",
         "thread_checkpoints_page",
