@@ -207,6 +207,46 @@ FROM (
 {tuple_writes}
 ORDER BY c.checkpoint_id DESC
 
+-- fragment: base_level_step
+-- The recursive term of a walk over the bases of stored values a level at a
+-- time: the CTE `level` holds a depth and the keys of one level in parallel
+-- arrays (thread_ids, checkpoint_nss, channels, versions); the next level is
+-- the bases of those stored as deltas. One row per level keeps the planner's
+-- estimate small (it guesses ten rounds of ten times the rows of a recursion,
+-- and past jit_above_cost it JIT-compiles the plan: 50 ms to 1 s per call).
+SELECT l.depth + 1, x.thread_ids, x.checkpoint_nss, x.channels, x.versions
+FROM level l
+CROSS JOIN LATERAL (
+    SELECT array_agg(b.thread_id) AS thread_ids, array_agg(b.checkpoint_ns) AS checkpoint_nss,
+           array_agg(b.channel) AS channels, array_agg(b.base_version) AS versions
+    FROM unnest(l.thread_ids, l.checkpoint_nss, l.channels, l.versions)
+         AS k(thread_id, checkpoint_ns, channel, version)
+    CROSS JOIN LATERAL (
+        SELECT b.thread_id, b.checkpoint_ns, b.channel, b.base_version
+        FROM {schema}.pgc_blobs b
+        WHERE b.thread_id = k.thread_id AND b.checkpoint_ns = k.checkpoint_ns
+          AND b.channel = k.channel AND b.version = k.version
+        LIMIT 1
+    ) b
+    -- a base this level walks already (it holds both a value and its base)
+    -- is not walked twice: the chains of one channel overlap
+    WHERE b.base_version IS NOT NULL
+      AND NOT EXISTS (
+          SELECT FROM unnest(l.thread_ids, l.checkpoint_nss, l.channels, l.versions)
+               AS s(thread_id, checkpoint_ns, channel, version)
+          WHERE s.thread_id = b.thread_id AND s.checkpoint_ns = b.checkpoint_ns
+            AND s.channel = b.channel AND s.version = b.base_version
+      )
+) x
+WHERE x.channels IS NOT NULL AND l.depth < %(max_depth)s
+
+-- fragment: level_keys
+-- Every key a `level` walk (base_level_step) reached, once.
+SELECT DISTINCT k.thread_id, k.checkpoint_ns, k.channel, k.version
+FROM level l
+CROSS JOIN LATERAL unnest(l.thread_ids, l.checkpoint_nss, l.channels, l.versions)
+     AS k(thread_id, checkpoint_ns, channel, version)
+
 -- name: listed_values
 -- The stored values of some checkpoints (a `list` page, a page of a thread
 -- being copied), each once: the channel versions the checkpoints name, and the
@@ -216,10 +256,8 @@ ORDER BY c.checkpoint_id DESC
 -- checkpoints exist ('c' rows): one deleted since its page was read is left
 -- out, as if it had been deleted before; one that exists in this statement's
 -- snapshot has all its values here.
--- The walk goes a level of bases at a time, the keys of a level in arrays: one
--- row per level keeps the planner's estimate small (it guesses ten rounds of
--- ten times the rows of a recursion, and past jit_above_cost it JIT-compiles
--- the plan, 50-900 ms). It carries no bytes; each blob is read once, at the end.
+-- The walk over delta bases (base_level_step) carries no bytes; each blob is
+-- read once, at the end.
 WITH RECURSIVE listed AS MATERIALIZED (
     SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.channel_versions,
            c.inline_channels
@@ -235,36 +273,9 @@ WITH RECURSIVE listed AS MATERIALIZED (
     CROSS JOIN LATERAL jsonb_each_text(c.channel_versions) AS v(channel, version)
     WHERE NOT (v.channel = ANY(c.inline_channels))
     UNION ALL
-    SELECT l.depth + 1, x.thread_ids, x.checkpoint_nss, x.channels, x.versions
-    FROM level l
-    CROSS JOIN LATERAL (
-        SELECT array_agg(b.thread_id) AS thread_ids, array_agg(b.checkpoint_ns) AS checkpoint_nss,
-               array_agg(b.channel) AS channels, array_agg(b.base_version) AS versions
-        FROM unnest(l.thread_ids, l.checkpoint_nss, l.channels, l.versions)
-             AS k(thread_id, checkpoint_ns, channel, version)
-        CROSS JOIN LATERAL (
-            SELECT b.thread_id, b.checkpoint_ns, b.channel, b.base_version
-            FROM {schema}.pgc_blobs b
-            WHERE b.thread_id = k.thread_id AND b.checkpoint_ns = k.checkpoint_ns
-              AND b.channel = k.channel AND b.version = k.version
-            LIMIT 1
-        ) b
-        -- a base this level walks already (the page lists both a value and
-        -- its base) is not walked twice: chains of one channel overlap
-        WHERE b.base_version IS NOT NULL
-          AND NOT EXISTS (
-              SELECT FROM unnest(l.thread_ids, l.checkpoint_nss, l.channels, l.versions)
-                   AS s(thread_id, checkpoint_ns, channel, version)
-              WHERE s.thread_id = b.thread_id AND s.checkpoint_ns = b.checkpoint_ns
-                AND s.channel = b.channel AND s.version = b.base_version
-          )
-    ) x
-    WHERE x.channels IS NOT NULL AND l.depth < %(max_depth)s
+    {base_level_step}
 ), wanted AS (
-    SELECT DISTINCT k.thread_id, k.checkpoint_ns, k.channel, k.version
-    FROM level l
-    CROSS JOIN LATERAL unnest(l.thread_ids, l.checkpoint_nss, l.channels, l.versions)
-         AS k(thread_id, checkpoint_ns, channel, version)
+    {level_keys}
 )
 SELECT 'v' AS kind, b.thread_id, b.checkpoint_ns, NULL::text AS checkpoint_id, b.channel,
        b.version, b.base_version, b.type, b.blob
@@ -565,22 +576,25 @@ SELECT DISTINCT thread_id, checkpoint_ns, checkpoint_id FROM walk
 -- as the base of a delta.
 kept_refs AS (
     SELECT c.thread_id, c.checkpoint_ns, v.channel, v.version
-    FROM {schema}.pgc_checkpoints c, jsonb_each_text(c.channel_versions) AS v(channel, version)
-    WHERE (c.thread_id, c.checkpoint_ns) IN (SELECT thread_id, checkpoint_ns FROM doomed)
-      AND NOT EXISTS (
-          SELECT 1 FROM doomed d
-          WHERE d.thread_id = c.thread_id AND d.checkpoint_ns = c.checkpoint_ns
-            AND d.checkpoint_id = c.checkpoint_id
-      )
+    FROM (SELECT DISTINCT thread_id, checkpoint_ns FROM doomed) n
+    CROSS JOIN LATERAL (
+        SELECT c.* FROM {schema}.pgc_checkpoints c
+        WHERE c.thread_id = n.thread_id AND c.checkpoint_ns = n.checkpoint_ns
+    ) c
+    CROSS JOIN LATERAL jsonb_each_text(c.channel_versions) AS v(channel, version)
+    WHERE NOT EXISTS (
+        SELECT 1 FROM doomed d
+        WHERE d.thread_id = c.thread_id AND d.checkpoint_ns = c.checkpoint_ns
+          AND d.checkpoint_id = c.checkpoint_id
+    )
+), level(depth, thread_ids, checkpoint_nss, channels, versions) AS (
+    SELECT 0, array_agg(thread_id), array_agg(checkpoint_ns), array_agg(channel),
+           array_agg(version)
+    FROM kept_refs
+    UNION ALL
+    {base_level_step}
 ), kept AS (
-    SELECT thread_id, checkpoint_ns, channel, version FROM kept_refs
-    UNION
-    SELECT b.thread_id, b.checkpoint_ns, b.channel, b.base_version
-    FROM kept k
-    JOIN {schema}.pgc_blobs b
-      ON b.thread_id = k.thread_id AND b.checkpoint_ns = k.checkpoint_ns
-     AND b.channel = k.channel AND b.version = k.version
-    WHERE b.base_version IS NOT NULL
+    {level_keys}
 ), dropped AS (
     SELECT f.thread_id, f.checkpoint_ns, f.channel, f.version
     FROM freed f

@@ -1170,14 +1170,7 @@ class SaverCore(BaseCheckpointSaver[str]):
     def _delete_checkpoints_op(self, doomed: Sequence[Row]) -> Op[None]:
         if not doomed:
             return
-        yield Stmt(
-            "delete_checkpoints",
-            {
-                "thread_ids": [r["thread_id"] for r in doomed],
-                "checkpoint_nss": [r["checkpoint_ns"] for r in doomed],
-                "checkpoint_ids": [r["checkpoint_id"] for r in doomed],
-            },
-        )
+        yield Stmt("delete_checkpoints", doomed_params(doomed))
 
     def _assemble_delta_history(
         self, thread_id: str, ns: str, channels: Sequence[str], rows: Sequence[Row]
@@ -1349,6 +1342,16 @@ class ListingMemo:
 # First key of the transaction advisory locks that serialise maintenance
 # (prune, delete_for_runs) of one thread ("pgct" in ASCII).
 LOCK_CLASS_MAINTENANCE = 0x70676374
+
+
+def doomed_params(doomed: Sequence[Row]) -> dict[str, Any]:
+    """The parameters of `delete_checkpoints` (and its dry run) for these checkpoints."""
+    return {
+        "thread_ids": [r["thread_id"] for r in doomed],
+        "checkpoint_nss": [r["checkpoint_ns"] for r in doomed],
+        "checkpoint_ids": [r["checkpoint_id"] for r in doomed],
+        "max_depth": MAX_CHAIN_DEPTH,
+    }
 
 
 def _key(row: Row) -> tuple[str, str, str]:

@@ -51,7 +51,7 @@ from typing import Any
 from psycopg import sql
 from psycopg.errors import DeadlockDetected, ForeignKeyViolation, LockNotAvailable
 
-from .core import LOCK_CLASS_MAINTENANCE, Op, Row, SaverCore, Stmt
+from .core import LOCK_CLASS_MAINTENANCE, Op, Row, SaverCore, Stmt, doomed_params
 from .errors import InvalidInputError
 from .locking import LOCK_CLASS_THREAD, thread_lock_key
 
@@ -475,13 +475,10 @@ def _trim_batch_op(
     doomed = [r for r in rows if r["rank"] > keep and _key(r) not in needed]
     if not doomed:
         return {"skipped": skipped}
-    keys = {
-        "thread_ids": [r["thread_id"] for r in doomed],
-        "checkpoint_nss": [r["checkpoint_ns"] for r in doomed],
-        "checkpoint_ids": [r["checkpoint_id"] for r in doomed],
-    }
     measured = yield Stmt(
-        "measure_checkpoints" if dry_run else "delete_checkpoints", keys, fetch=True
+        "measure_checkpoints" if dry_run else "delete_checkpoints",
+        doomed_params(doomed),
+        fetch=True,
     )
     trimmed = sorted({r["thread_id"] for r in doomed})
     if not dry_run:

@@ -1,0 +1,101 @@
+"""No statement on a hot or batch path costs enough for Postgres to JIT-compile it.
+
+With `jit = on` (the default) Postgres JIT-compiles any plan whose estimated
+cost passes `jit_above_cost` (100,000), and past 500,000 it also inlines and
+optimises: 50 ms to 1 s per call, on statements that run in a few ms. Recursive
+walks are where estimates explode (the planner guesses ten rounds of ten times
+the rows), so each statement is checked on a thread with delta chains, among
+other threads, in its custom and its generic plan.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.rows import dict_row
+
+from pgcheckpoint import PostgresSaver
+from pgcheckpoint.core import Stmt, doomed_params
+
+from .test_listing import grow_chat
+
+# Postgres's default: plans costing more are JIT-compiled when jit is on.
+JIT_ABOVE_COST = 100_000
+
+
+@pytest.fixture
+def populated(db_dsn: str) -> tuple[str, PostgresSaver]:
+    with PostgresSaver.from_conn_string(db_dsn) as saver:
+        grow_chat(saver, "chat", 300)
+        for turn in range(30):
+            grow_chat(saver, f"other-{turn}", 3)
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        # a database of many threads: 20,000 more checkpoints and values, so a
+        # plan that scans a table instead of looking a thread up costs what it would
+        conn.execute(
+            "INSERT INTO pgc_checkpoints (thread_id, checkpoint_ns, checkpoint_id, type,"
+            " checkpoint, channel_versions, inline_channels, metadata_type, metadata_blob,"
+            " metadata)"
+            " SELECT 'filler-' || (n / 100), '', lpad(n::text, 12, '0'), 'msgpack', '\\x80',"
+            " jsonb_build_object('messages', lpad(n::text, 32, '0')), '{}', 'msgpack',"
+            " '\\x80', '{}' FROM generate_series(1, 20000) AS n"
+        )
+        conn.execute(
+            "INSERT INTO pgc_blobs (thread_id, checkpoint_ns, channel, version, type, blob)"
+            " SELECT 'filler-' || (n / 100), '', 'messages', lpad(n::text, 32, '0'),"
+            " 'msgpack', '\\x90' FROM generate_series(1, 20000) AS n"
+        )
+        conn.execute("ANALYZE")
+    return db_dsn, saver
+
+
+def assert_cheap(dsn: str, saver: PostgresSaver, stmts: list[Stmt]) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for stmt in stmts:
+            for mode in ("force_custom_plan", "force_generic_plan"):
+                conn.execute(f"SET plan_cache_mode = {mode}")
+                plan = conn.execute(
+                    "EXPLAIN (FORMAT JSON) " + saver.queries[stmt.name], stmt.params
+                ).fetchone()
+                assert plan is not None
+                cost = plan[0][0]["Plan"]["Total Cost"]
+                assert cost < JIT_ABOVE_COST, (stmt.name, mode, cost)
+
+
+def statements_of_list(
+    dsn: str, saver: PostgresSaver, config: Any, limit: int | None
+) -> list[Stmt]:
+    op = saver.list_op(config, limit=limit)
+    stmt = next(op)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        cur = conn.cursor(row_factory=dict_row, binary=True)
+        rows = cur.execute(saver.queries[stmt.name], stmt.params).fetchall()
+    return [stmt, op.send(rows)]
+
+
+@pytest.mark.parametrize("limit", [10, 100, None])
+def test_reads(populated: tuple[str, PostgresSaver], limit: int | None) -> None:
+    dsn, saver = populated
+    stmts = [next(saver.get_tuple_op({"configurable": {"thread_id": "chat"}}))]
+    for config in ({"configurable": {"thread_id": "chat", "checkpoint_ns": ""}}, None):
+        stmts += statements_of_list(dsn, saver, config, limit)
+    assert_cheap(dsn, saver, stmts)
+
+
+def test_maintenance(populated: tuple[str, PostgresSaver]) -> None:
+    dsn, saver = populated
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.cursor(row_factory=dict_row).execute(
+            "SELECT thread_id, checkpoint_ns, checkpoint_id FROM pgc_checkpoints"
+            " WHERE thread_id = 'chat' ORDER BY checkpoint_id"
+        ).fetchall()
+    doomed, kept = rows[:-50], rows[-50:]
+    rebuild = next(saver._needed_for_op(kept))
+    stmts = [
+        rebuild,
+        Stmt("delete_checkpoints", doomed_params(doomed)),
+        Stmt("measure_checkpoints", doomed_params(doomed)),
+    ]
+    assert_cheap(dsn, saver, stmts)
