@@ -48,6 +48,7 @@ from psycopg.errors import ForeignKeyViolation
 from psycopg.types.json import Jsonb
 
 from .appends import AppendCache, AppendPlan, array_header, join_arrays
+from .arrays import ByteaArray, Int4Array, TextArray
 from .errors import InvalidInputError, MissingParentError, UnserializableValueError
 
 __all__ = [
@@ -722,7 +723,7 @@ class SaverCore(BaseCheckpointSaver[str]):
             "channel_versions": Jsonb(
                 {k: str(v) for k, v in checkpoint["channel_versions"].items()}
             ),
-            "inline_channels": list(inline),
+            "inline_channels": TextArray(inline),
             "metadata_type": metadata_type,
             "metadata_blob": metadata_blob,
             "metadata": Jsonb(projection),
@@ -772,7 +773,7 @@ class SaverCore(BaseCheckpointSaver[str]):
         task_path = check_id("task_path", task_path or "")
         if not writes:
             return
-        idxs, channels, types, blobs = [], [], [], []
+        idxs, channels, types, blobs = Int4Array(), TextArray(), TextArray(), ByteaArray()
         for position, (channel, value) in enumerate(writes):
             channels.append(check_id("channel", channel))
             idx = WRITES_IDX_MAP.get(channel, position)
@@ -918,9 +919,9 @@ class SaverCore(BaseCheckpointSaver[str]):
         rows = yield Stmt(
             "listed_values",
             {
-                "thread_ids": thread_ids,
-                "checkpoint_nss": checkpoint_nss,
-                "checkpoint_ids": checkpoint_ids,
+                "thread_ids": TextArray(thread_ids),
+                "checkpoint_nss": TextArray(checkpoint_nss),
+                "checkpoint_ids": TextArray(checkpoint_ids),
                 "max_depth": MAX_CHAIN_DEPTH,
             },
             fetch=True,
@@ -1089,7 +1090,7 @@ class SaverCore(BaseCheckpointSaver[str]):
         self, config: RunnableConfig, channels: Sequence[str]
     ) -> Op[dict[str, DeltaChannelHistory]]:
         """Per-channel writes and seed along the target's parent chain, in one query."""
-        channels = list(dict.fromkeys(channels))
+        channels = list(dict.fromkeys(check_id("channel", ch) for ch in channels))
         if not channels:
             return {}
         thread_id, checkpoint_ns = thread_of(config)
@@ -1105,7 +1106,7 @@ class SaverCore(BaseCheckpointSaver[str]):
                 "thread_id": thread_id,
                 "checkpoint_ns": checkpoint_ns,
                 "checkpoint_id": check_id("checkpoint_id", checkpoint_id),
-                "channels": channels,
+                "channels": TextArray(channels),
                 "max_depth": MAX_CHAIN_DEPTH,
             },
             fetch=True,
@@ -1123,11 +1124,11 @@ class SaverCore(BaseCheckpointSaver[str]):
         deltas: bool,
     ) -> dict[str, list[Any]]:
         params: dict[str, list[Any]] = {
-            "blob_channels": [],
-            "blob_versions": [],
-            "blob_types": [],
-            "blob_values": [],
-            "blob_bases": [],
+            "blob_channels": TextArray(),
+            "blob_versions": TextArray(),
+            "blob_types": TextArray(),
+            "blob_values": ByteaArray(),
+            "blob_bases": TextArray(),
         }
         for channel, (version, type_, data, plan) in blobs.items():
             if deltas and plan is not None:

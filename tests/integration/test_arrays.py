@@ -1,0 +1,82 @@
+"""The typed array parameters (`pgcheckpoint.arrays`) as PostgreSQL reads them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import psycopg
+import pytest
+
+from pgcheckpoint.arrays import ByteaArray, Int4Array, TextArray
+
+
+def test_arrays_arrive_as_sent(db_dsn: str) -> None:
+    with psycopg.connect(db_dsn) as conn:
+        row = conn.execute(
+            "SELECT %s::text[], %s::bytea[], %b::bytea[], %s::int[], %s::text[], %s::int[]",
+            (
+                TextArray(["messages", None, "", "é€ 🐍", "a,b\"{c}\\"]),
+                ByteaArray([b"\x00\x01\xff", None, b"", memoryview(b"view")]),
+                ByteaArray([b"binary placeholder"]),
+                Int4Array([-4, 0, 7, 2**31 - 1]),
+                TextArray(),
+                Int4Array(),
+            ),
+        ).fetchone()
+    assert row == (
+        ["messages", None, "", "é€ 🐍", "a,b\"{c}\\"],
+        [b"\x00\x01\xff", None, b"", b"view"],
+        [b"binary placeholder"],
+        [-4, 0, 7, 2**31 - 1],
+        [],
+        [],
+    )
+
+
+def test_unnest_of_empty_arrays_is_no_rows(db_dsn: str) -> None:
+    with psycopg.connect(db_dsn) as conn:
+        rows = conn.execute(
+            "SELECT * FROM unnest(%s::text[], %b::bytea[])", (TextArray(), ByteaArray())
+        ).fetchall()
+    assert rows == []
+
+
+def test_nul_in_text_is_refused_by_postgres(db_dsn: str) -> None:
+    with psycopg.connect(db_dsn) as conn, pytest.raises(psycopg.DataError):
+        conn.execute("SELECT %s::text[]", (TextArray(["a\x00b"]),))
+
+
+def test_connection_opened_before_import_still_stores(db_dsn: str) -> None:
+    # A connection that ran a statement before the import lacks the dumpers: the
+    # arrays go through psycopg's list adaptation instead, and a checkpoint still
+    # round-trips.
+    script = textwrap.dedent(
+        f"""
+        import psycopg
+        from psycopg.rows import dict_row
+        conn = psycopg.connect({db_dsn!r}, autocommit=True, row_factory=dict_row)
+        conn.execute("SELECT 1")  # its adapters are made now, before the dumpers exist
+        from langgraph.checkpoint.base import empty_checkpoint
+        from pgcheckpoint import PostgresSaver
+        from pgcheckpoint.arrays import TextArray
+        from psycopg.adapt import PyFormat
+        assert conn.adapters.get_dumper(TextArray, PyFormat.AUTO).__name__ != "TextArrayDumper"
+        saver = PostgresSaver(conn)
+        cp = empty_checkpoint()
+        cp["channel_values"] = {{"messages": ["x" * 400]}}
+        cp["channel_versions"] = {{"messages": "1"}}
+        cfg = saver.put({{"configurable": {{"thread_id": "t"}}}}, cp, {{}}, {{"messages": "1"}})
+        saver.put_writes(cfg, [("messages", ["y"]), ("other", None)], "task")
+        got = saver.get_tuple(cfg)
+        assert got.checkpoint["channel_values"] == {{"messages": ["x" * 400]}}, got
+        assert got.pending_writes == [("task", "messages", ["y"]), ("task", "other", None)]
+        print("ok")
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
