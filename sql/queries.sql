@@ -656,17 +656,34 @@ WHERE thread_id = ANY(%(thread_ids)s::text[])
 -- One round trip: walks the target's parent chain inside Postgres, per channel
 -- down to the nearest ancestor that stores a value for it, and returns the
 -- writes on the way ('w') and the stored seeds ('s' from blobs, 'i' for values
--- kept inline in their checkpoint, whose channels `found` lists).
-WITH RECURSIVE walk(checkpoint_id, parent_checkpoint_id, depth, walking, found, pending) AS (
-    SELECT c.checkpoint_id, c.parent_checkpoint_id, 0,
-           ARRAY[]::text[], ARRAY[]::text[], %(channels)s::text[]
+-- kept inline in their checkpoint, whose channels `found` lists). At each
+-- ancestor, `walking` holds the channels not found below it (its writes count
+-- for them) and `found` those of them it stores; each is probed once.
+WITH RECURSIVE walk(checkpoint_id, parent_checkpoint_id, depth, walking, found) AS (
+    SELECT c.checkpoint_id, c.parent_checkpoint_id, 0, %(channels)s::text[], ARRAY[]::text[]
     FROM {schema}.pgc_checkpoints c
     WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns = %(checkpoint_ns)s
       AND c.checkpoint_id = %(checkpoint_id)s
     UNION ALL
-    SELECT p.checkpoint_id, p.parent_checkpoint_id, w.depth + 1, w.pending, s.found,
-           ARRAY(SELECT ch FROM unnest(w.pending) AS ch WHERE NOT (ch = ANY(s.found)))
+    SELECT p.checkpoint_id, p.parent_checkpoint_id, w.depth + 1, n.walking,
+           ARRAY(
+               SELECT ch FROM unnest(n.walking) AS ch
+               -- A LATERAL probe, not EXISTS: the planner turns an EXISTS here
+               -- into a hashed scan of the thread's every blob, once per ancestor.
+               LEFT JOIN LATERAL (
+                   SELECT true AS hit FROM {schema}.pgc_blobs b
+                   WHERE b.thread_id = p.thread_id AND b.checkpoint_ns = p.checkpoint_ns
+                     AND b.channel = ch AND b.version = p.channel_versions ->> ch
+                     AND b.type <> 'empty'
+                   LIMIT 1
+               ) stored ON true
+               WHERE ch = ANY(p.inline_channels) OR stored.hit
+           )
     FROM walk w
+    CROSS JOIN LATERAL (
+        SELECT ARRAY(SELECT ch FROM unnest(w.walking) AS ch WHERE NOT (ch = ANY(w.found)))
+            AS walking
+    ) n
     -- LATERAL ... LIMIT 1 lookups by primary key keep every key column in the
     -- index condition, also in a prepared statement's generic plan (a plain
     -- join there scanned the whole thread at each step).
@@ -676,26 +693,11 @@ WITH RECURSIVE walk(checkpoint_id, parent_checkpoint_id, depth, walking, found, 
           AND p.checkpoint_id = w.parent_checkpoint_id
         LIMIT 1
     ) p
-    CROSS JOIN LATERAL (
-        -- A LATERAL probe, not EXISTS: the planner turns an EXISTS here into a
-        -- hashed scan of the thread's every blob, once per ancestor.
-        SELECT ARRAY(
-            SELECT ch FROM unnest(w.pending) AS ch
-            LEFT JOIN LATERAL (
-                SELECT true AS hit FROM {schema}.pgc_blobs b
-                WHERE b.thread_id = p.thread_id AND b.checkpoint_ns = p.checkpoint_ns
-                  AND b.channel = ch AND b.version = p.channel_versions ->> ch
-                  AND b.type <> 'empty'
-                LIMIT 1
-            ) stored ON true
-            WHERE ch = ANY(p.inline_channels) OR stored.hit
-        ) AS found
-    ) s
-    WHERE cardinality(w.pending) > 0 AND w.depth < %(max_depth)s
-), seed(depth, checkpoint_id, channel, version, base_version, piece, type, blob) AS (
-    -- A stored seed, with the chain of bases when it is a delta (piece 0 is the
-    -- seed itself, the highest piece the full value).
-    SELECT w.depth, w.checkpoint_id, b.channel, b.version, b.base_version, 0, b.type, b.blob
+    WHERE cardinality(n.walking) > 0 AND w.depth < %(max_depth)s
+), holders AS (
+    -- the few ancestors that store a seed, looked up again only for those
+    SELECT w.depth, w.checkpoint_id, w.found, p.channel_versions, p.inline_channels,
+           p.type, p.checkpoint
     FROM walk w
     CROSS JOIN LATERAL (
         SELECT * FROM {schema}.pgc_checkpoints p
@@ -703,14 +705,20 @@ WITH RECURSIVE walk(checkpoint_id, parent_checkpoint_id, depth, walking, found, 
           AND p.checkpoint_id = w.checkpoint_id
         LIMIT 1
     ) p
-    CROSS JOIN LATERAL unnest(w.found) AS f(channel)
+    WHERE w.depth > 0 AND cardinality(w.found) > 0
+), seed(depth, checkpoint_id, channel, version, base_version, piece, type, blob) AS (
+    -- A stored seed, with the chain of bases when it is a delta (piece 0 is the
+    -- seed itself, the highest piece the full value).
+    SELECT h.depth, h.checkpoint_id, b.channel, b.version, b.base_version, 0, b.type, b.blob
+    FROM holders h
+    CROSS JOIN LATERAL unnest(h.found) AS f(channel)
     JOIN LATERAL (
         SELECT * FROM {schema}.pgc_blobs b
-        WHERE b.thread_id = p.thread_id AND b.checkpoint_ns = p.checkpoint_ns
-          AND b.channel = f.channel AND b.version = p.channel_versions ->> f.channel
+        WHERE b.thread_id = %(thread_id)s AND b.checkpoint_ns = %(checkpoint_ns)s
+          AND b.channel = f.channel AND b.version = h.channel_versions ->> f.channel
         LIMIT 1
     ) b ON true
-    WHERE w.depth > 0 AND NOT (f.channel = ANY(p.inline_channels))
+    WHERE NOT (f.channel = ANY(h.inline_channels))
     UNION ALL
     SELECT s.depth, s.checkpoint_id, b.channel, b.version, b.base_version, s.piece + 1,
            b.type, b.blob
@@ -735,16 +743,10 @@ SELECT 's', s.depth, s.checkpoint_id, s.channel, s.version, s.base_version, NULL
        s.piece, s.type, s.blob, NULL
 FROM seed s
 UNION ALL
-SELECT 'i', w.depth, w.checkpoint_id, NULL, NULL, NULL, NULL, NULL, NULL,
-       p.type, p.checkpoint, w.found
-FROM walk w
-CROSS JOIN LATERAL (
-    SELECT * FROM {schema}.pgc_checkpoints p
-    WHERE p.thread_id = %(thread_id)s AND p.checkpoint_ns = %(checkpoint_ns)s
-      AND p.checkpoint_id = w.checkpoint_id
-    LIMIT 1
-) p
-WHERE w.depth > 0 AND w.found && p.inline_channels
+SELECT 'i', h.depth, h.checkpoint_id, NULL, NULL, NULL, NULL, NULL, NULL,
+       h.type, h.checkpoint, h.found
+FROM holders h
+WHERE h.found && h.inline_channels
 
 -- name: schema_revision
 -- The Alembic revision the database is at, or no row.
