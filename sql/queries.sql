@@ -515,45 +515,45 @@ FROM {schema}.pgc_checkpoints
 WHERE thread_id = ANY(%(thread_ids)s::text[])
 ORDER BY thread_id, checkpoint_ns, checkpoint_id DESC
 
+-- fragment: stored_value_probe
+-- `stored.hit` is true when checkpoint `p` has a value of channel `ch` in
+-- pgc_blobs. A LATERAL probe, not EXISTS: the planner turns an EXISTS here into
+-- a hashed scan of the thread's every blob, once per ancestor.
+LEFT JOIN LATERAL (
+    SELECT true AS hit FROM {schema}.pgc_blobs b
+    WHERE b.thread_id = p.thread_id AND b.checkpoint_ns = p.checkpoint_ns
+      AND b.channel = ch AND b.version = p.channel_versions ->> ch
+      AND b.type <> 'empty'
+    LIMIT 1
+) stored ON true
+
 -- name: rebuild_dependencies
 -- Every checkpoint a set of kept checkpoints needs to be rebuilt: walks each one's
 -- parent chain for as long as one of its DeltaChannels (named by LangGraph in the
 -- metadata's counters_since_delta_snapshot) has no stored value there, down to
 -- the ancestor that stores one. The kept checkpoints come back at depth 0.
 WITH RECURSIVE walk(thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, depth, pending) AS (
-    SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, 0,
+    SELECT p.thread_id, p.checkpoint_ns, p.checkpoint_id, p.parent_checkpoint_id, 0,
            ARRAY(
                SELECT ch FROM jsonb_object_keys(
-                   CASE WHEN jsonb_typeof(c.metadata -> 'counters_since_delta_snapshot') = 'object'
-                        THEN c.metadata -> 'counters_since_delta_snapshot' ELSE '{}'::jsonb END
+                   CASE WHEN jsonb_typeof(p.metadata -> 'counters_since_delta_snapshot') = 'object'
+                        THEN p.metadata -> 'counters_since_delta_snapshot' ELSE '{}'::jsonb END
                ) AS ch
-               LEFT JOIN LATERAL (
-                   SELECT true AS hit FROM {schema}.pgc_blobs b
-                   WHERE b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns
-                     AND b.channel = ch AND b.version = c.channel_versions ->> ch
-                     AND b.type <> 'empty'
-                   LIMIT 1
-               ) stored ON true
-               WHERE c.channel_versions ? ch
-                 AND NOT (ch = ANY(c.inline_channels))
+               {stored_value_probe}
+               WHERE p.channel_versions ? ch
+                 AND NOT (ch = ANY(p.inline_channels))
                  AND stored.hit IS NULL
            )
-    FROM {schema}.pgc_checkpoints c
+    FROM {schema}.pgc_checkpoints p
     JOIN unnest(%(thread_ids)s::text[], %(checkpoint_nss)s::text[], %(checkpoint_ids)s::text[])
          AS k(thread_id, checkpoint_ns, checkpoint_id)
-      ON c.thread_id = k.thread_id AND c.checkpoint_ns = k.checkpoint_ns
-     AND c.checkpoint_id = k.checkpoint_id
+      ON p.thread_id = k.thread_id AND p.checkpoint_ns = k.checkpoint_ns
+     AND p.checkpoint_id = k.checkpoint_id
     UNION ALL
     SELECT p.thread_id, p.checkpoint_ns, p.checkpoint_id, p.parent_checkpoint_id, w.depth + 1,
            ARRAY(
                SELECT ch FROM unnest(w.pending) AS ch
-               LEFT JOIN LATERAL (
-                   SELECT true AS hit FROM {schema}.pgc_blobs b
-                   WHERE b.thread_id = p.thread_id AND b.checkpoint_ns = p.checkpoint_ns
-                     AND b.channel = ch AND b.version = p.channel_versions ->> ch
-                     AND b.type <> 'empty'
-                   LIMIT 1
-               ) stored ON true
+               {stored_value_probe}
                WHERE NOT (ch = ANY(p.inline_channels)) AND stored.hit IS NULL
            )
     FROM walk w
@@ -668,15 +668,7 @@ WITH RECURSIVE walk(checkpoint_id, parent_checkpoint_id, depth, walking, found) 
     SELECT p.checkpoint_id, p.parent_checkpoint_id, w.depth + 1, n.walking,
            ARRAY(
                SELECT ch FROM unnest(n.walking) AS ch
-               -- A LATERAL probe, not EXISTS: the planner turns an EXISTS here
-               -- into a hashed scan of the thread's every blob, once per ancestor.
-               LEFT JOIN LATERAL (
-                   SELECT true AS hit FROM {schema}.pgc_blobs b
-                   WHERE b.thread_id = p.thread_id AND b.checkpoint_ns = p.checkpoint_ns
-                     AND b.channel = ch AND b.version = p.channel_versions ->> ch
-                     AND b.type <> 'empty'
-                   LIMIT 1
-               ) stored ON true
+               {stored_value_probe}
                WHERE ch = ANY(p.inline_channels) OR stored.hit
            )
     FROM walk w
