@@ -249,6 +249,16 @@ def record_chat(turns: int, *, delta: bool) -> Recording:
     return Recording(saver.calls, turns, delta, final)
 
 
+def record_agent(turns: int) -> list[Call]:
+    """The saver calls of an agent-loop thread of `turns` turns, to replay as history."""
+    saver = RecordingSaver()
+    graph = agent_graph(saver)
+    for turn in range(1, turns + 1):
+        saver.turn = turn
+        graph.invoke(turn_input(turn), config("recorded-agent"))
+    return saver.calls
+
+
 def _retarget(conf: RunnableConfig, thread_id: str) -> RunnableConfig:
     return {"configurable": {**conf["configurable"], "thread_id": thread_id}}
 
