@@ -38,7 +38,7 @@ from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from . import migrate
-from .core import Op, SaverCore, thread_of
+from .core import Op, Row, SaverCore, thread_of
 from .drivers import (
     SCHEMA_ERRORS,
     OpRun,
@@ -184,9 +184,11 @@ class AsyncPostgresSaver(SaverCore):
             async with self.lock:
                 yield self.conn
 
-    async def _run(self, op: Op[T], *, atomic: bool = False) -> T:
+    async def _run(
+        self, op: Op[T], *, atomic: bool = False, restart: Callable[[], Op[T]] | None = None
+    ) -> T:
         try:
-            run = OpRun(op, pooled=isinstance(self.conn, AsyncConnectionPool))
+            run = OpRun(op, pooled=isinstance(self.conn, AsyncConnectionPool), restart=restart)
         except StopIteration as done:  # nothing to run
             return done.value  # type: ignore[no-any-return]
         try:
@@ -197,7 +199,7 @@ class AsyncPostgresSaver(SaverCore):
                     except Error as exc:
                         if not run.may_retry(exc, conn):
                             raise
-                run.retried = True
+                run = run.again()
                 if isinstance(self.conn, AsyncConnectionPool):
                     # what broke this connection (a restart) broke the idle ones too
                     await self.conn.check()
@@ -312,8 +314,11 @@ class AsyncPostgresSaver(SaverCore):
         Example:
             >>> [t async for t in saver.alist(config, limit=2)]  # doctest: +SKIP
         """
-        op = self.list_op(config, filter=filter, before=before, limit=limit)
-        rows, recheck = await self._run(op)
+        def listing() -> Op[tuple[list[Row], Mapping[str, Any] | None]]:
+            return self.list_op(config, filter=filter, before=before, limit=limit)
+
+        # two statements that only read: a lost connection starts the listing over
+        rows, recheck = await self._run(listing(), restart=listing)
         # sync-only: yield from self.decode_listed(rows, recheck, limit)
         for tup in self.decode_listed(rows, recheck, limit):  # async-only
             yield tup  # async-only
@@ -472,7 +477,10 @@ class AsyncPostgresSaver(SaverCore):
         Example:
             >>> await saver.aget_delta_channel_history(config=cfg, channels=["m"])  # doctest: +SKIP
         """
-        return await self._run(self.delta_history_op(config, channels))
+        def history() -> Op[dict[str, DeltaChannelHistory]]:
+            return self.delta_history_op(config, channels)
+
+        return await self._run(history(), restart=history)
 
     # async-only: begin
     # -- BaseCheckpointSaver, sync (from another thread) ------------------------------

@@ -8,7 +8,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 
 from psycopg import AsyncConnection, Connection, Error, OperationalError, errors
@@ -113,8 +113,10 @@ class OpRun(Generic[T]):
     its error (`throw`), which return the next statement. A connection lost
     while the first statement runs leaves the op untouched: with a pool, and a
     statement in `RETRY_SAFE`, `throw` raises the error without giving it to
-    the op, `may_retry` says yes, and the driver runs `first` again, once, on
-    another connection.
+    the op, `may_retry` says yes, and the driver runs `again()` once, on
+    another connection. An op that only reads passes `restart` (a function that
+    makes it anew): then a connection lost at any of its statements starts it
+    over from the first.
 
     Example:
         >>> run = OpRun(schema_revision_op("public"), pooled=True)
@@ -122,11 +124,18 @@ class OpRun(Generic[T]):
         'version_table_exists'
     """
 
-    __slots__ = ("first", "op", "pooled", "retried", "started")
+    __slots__ = ("first", "op", "pooled", "restart", "retried", "started")
 
-    def __init__(self, op: Op[T], *, pooled: bool = False) -> None:
+    def __init__(
+        self,
+        op: Op[T],
+        *,
+        pooled: bool = False,
+        restart: Callable[[], Op[T]] | None = None,
+    ) -> None:
         self.op = op
         self.pooled = pooled
+        self.restart = restart
         self.first = next(op)
         self.started = False  # the op has seen the outcome of a statement
         self.retried = False
@@ -143,14 +152,28 @@ class OpRun(Generic[T]):
 
     def may_retry(self, exc: BaseException, conn: Connection[Any] | AsyncConnection[Any]) -> bool:
         """Whether `exc`, raised on `conn`, lets the op start over on another connection."""
-        return (
+        lost = (
             self.pooled
-            and not self.started
             and not self.retried
             and isinstance(exc, OperationalError)
             and conn.closed  # lost, not a statement that failed on a live session
-            and self.first.name in RETRY_SAFE
         )
+        if not lost:
+            return False
+        if self.restart is not None:
+            return True
+        return not self.started and self.first.name in RETRY_SAFE
+
+    def again(self) -> OpRun[T]:
+        """What to run on the next connection: this op from its first statement if it
+        has seen no outcome yet, else the op made anew (`restart`). Only once."""
+        if self.started and self.restart is not None:
+            self.op.close()
+            run = OpRun(self.restart(), pooled=self.pooled, restart=self.restart)
+        else:
+            run = self
+        run.retried = True
+        return run
 
 
 def pool_timeout_error(

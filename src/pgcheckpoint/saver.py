@@ -38,7 +38,7 @@ from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from . import migrate
-from .core import Op, SaverCore, thread_of
+from .core import Op, Row, SaverCore, thread_of
 from .drivers import (
     SCHEMA_ERRORS,
     OpRun,
@@ -181,9 +181,11 @@ class PostgresSaver(SaverCore):
             with self.lock:
                 yield self.conn
 
-    def _run(self, op: Op[T], *, atomic: bool = False) -> T:
+    def _run(
+        self, op: Op[T], *, atomic: bool = False, restart: Callable[[], Op[T]] | None = None
+    ) -> T:
         try:
-            run = OpRun(op, pooled=isinstance(self.conn, ConnectionPool))
+            run = OpRun(op, pooled=isinstance(self.conn, ConnectionPool), restart=restart)
         except StopIteration as done:  # nothing to run
             return done.value  # type: ignore[no-any-return]
         try:
@@ -194,7 +196,7 @@ class PostgresSaver(SaverCore):
                     except Error as exc:
                         if not run.may_retry(exc, conn):
                             raise
-                run.retried = True
+                run = run.again()
                 if isinstance(self.conn, ConnectionPool):
                     # what broke this connection (a restart) broke the idle ones too
                     self.conn.check()
@@ -295,8 +297,11 @@ class PostgresSaver(SaverCore):
         Example:
             >>> [t for t in saver.list(config, limit=2)]  # doctest: +SKIP
         """
-        op = self.list_op(config, filter=filter, before=before, limit=limit)
-        rows, recheck = self._run(op)
+        def listing() -> Op[tuple[list[Row], Mapping[str, Any] | None]]:
+            return self.list_op(config, filter=filter, before=before, limit=limit)
+
+        # two statements that only read: a lost connection starts the listing over
+        rows, recheck = self._run(listing(), restart=listing)
         yield from self.decode_listed(rows, recheck, limit)
 
     def put(
@@ -453,7 +458,10 @@ class PostgresSaver(SaverCore):
         Example:
             >>> saver.get_delta_channel_history(config=cfg, channels=["m"])  # doctest: +SKIP
         """
-        return self._run(self.delta_history_op(config, channels))
+        def history() -> Op[dict[str, DeltaChannelHistory]]:
+            return self.delta_history_op(config, channels)
+
+        return self._run(history(), restart=history)
 
 
     # -- thread locks -------------------------------------------------------------

@@ -11,6 +11,8 @@ What a user gets, driver by driver, for a saver over a pool (the one
   again, once, on a new connection when that statement is safe to repeat
   (`drivers.RETRY_SAFE`: reads, and writes that leave the same rows when run
   twice); a put is one statement, so it is stored whole, once, or not at all;
+- an operation that only reads (`list`, DeltaChannel history) starts over on a
+  new connection, once, whichever of its statements lost the connection;
 - a saver over one connection cannot replace it: the operation in flight fails
   with psycopg's error, and nothing of it is stored.
 """
@@ -312,6 +314,45 @@ async def test_an_operation_that_loses_its_connection_twice_fails(db_dsn: str, d
         assert tup is not None and tup.config == stored
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("driver", ["sync", "async"])
+async def test_a_listing_starts_over_when_its_second_statement_loses_the_connection(
+    db_dsn: str, driver: str
+) -> None:
+    """`list` reads a page, then the page's stored values: two statements that only
+    read, so a connection lost at the second starts the listing over elsewhere."""
+    tid = thread()
+    async with open_saver(driver, "user-pool-unchecked", db_dsn) as api:
+        first = await put(api, tid)
+        second = await put(api, tid, first)
+        # the page comes from the checkpoints; the stored values wait for the blobs
+        with blocker(db_dsn, "LOCK TABLE pgc_blobs IN ACCESS EXCLUSIVE MODE") as lock:
+            listing = asyncio.ensure_future(api.list(generate_config(tid)))
+            query = await terminate_waiting_query(db_dsn)
+            assert query.startswith("-- The stored values of some checkpoints")  # listed_values
+            await wait_until_blocked(db_dsn)  # the listing, started over, waits again
+            lock.rollback()
+            tuples = await asyncio.wait_for(listing, WAIT)
+    assert [t.config for t in tuples] == [second, first]
+    assert [t.checkpoint["channel_values"]["items"] for t in tuples] == [[tid, 1, 2]] * 2
+
+
+async def terminate_waiting_query(dsn: str) -> str:
+    """Terminate the one session that waits for a lock; the statement it was running."""
+    deadline = time.monotonic() + WAIT
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        while True:
+            row = conn.execute(
+                "SELECT pid, query FROM pg_stat_activity"
+                " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            ).fetchone()
+            if row is not None:
+                conn.execute("SELECT pg_terminate_backend(%s)", [row[0]])
+                return str(row[1])
+            assert time.monotonic() < deadline, "the operation never reached the server"
+            await asyncio.sleep(0.05)
+
+
 # -- which operations may run again: no database needed ---------------------------------
 
 
@@ -393,3 +434,19 @@ def test_an_unsafe_first_statement_is_not_run_again() -> None:
 
     run = OpRun(unsafe(), pooled=True)
     assert not run.may_retry(psycopg.OperationalError("lost"), _Conn(True))  # type: ignore[arg-type]
+
+
+def test_a_read_only_operation_starts_over_from_its_first_statement() -> None:
+    config = generate_config("t")
+
+    def listing() -> Any:
+        return SaverCore().list_op(config)
+
+    run = OpRun(listing(), pooled=True, restart=listing)
+    lost: Any = _Conn(True)
+    page = [{"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": "c1"}]
+    assert run.send(page).name == "listed_values"  # the page's values next
+    assert run.may_retry(psycopg.OperationalError("lost"), lost)
+    again = run.again()
+    assert again is not run and again.first.name == run.first.name and not again.started
+    assert not again.may_retry(psycopg.OperationalError("lost"), lost)  # once at most
