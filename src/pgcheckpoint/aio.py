@@ -199,7 +199,10 @@ class AsyncPostgresSaver(SaverCore):
                     except Error as exc:
                         if not run.may_retry(exc, conn):
                             raise
-                run = run.again()
+                try:
+                    run = run.again()
+                except StopIteration as done:  # made anew, it needed no statement
+                    return done.value  # type: ignore[no-any-return]
                 if isinstance(self.conn, AsyncConnectionPool):
                     # what broke this connection (a restart) broke the idle ones too
                     await self.conn.check()
@@ -477,8 +480,10 @@ class AsyncPostgresSaver(SaverCore):
         Example:
             >>> await saver.aget_delta_channel_history(config=cfg, channels=["m"])  # doctest: +SKIP
         """
+        wanted = list(channels)  # read again if the op starts over
+
         def history() -> Op[dict[str, DeltaChannelHistory]]:
-            return self.delta_history_op(config, channels)
+            return self.delta_history_op(config, wanted)
 
         return await self._run(history(), restart=history)
 

@@ -7,9 +7,10 @@ of what the saver adds to a LangGraph super-step). These list subclasses carry
 their PostgreSQL type, and their dumpers write the binary array format
 directly.
 
-A connection that had run a statement before this module was imported does
-not know the dumpers; there the values are still lists and psycopg adapts them
-the slow way, with the same result.
+A connection whose adapters psycopg had made before this module was imported
+(it does so when the connection first runs a statement) does not know the
+dumpers; there the values are still lists and psycopg adapts them the slow
+way, with the same result.
 
 Example:
     >>> import psycopg
@@ -24,6 +25,8 @@ import struct
 from typing import Any
 
 import psycopg
+from psycopg import DataError
+from psycopg.abc import AdaptContext
 from psycopg.adapt import Dumper
 from psycopg.pq import Format
 
@@ -38,15 +41,27 @@ _EMPTY = struct.Struct("!iiI")  # no dimensions
 
 
 class TextArray(list[str | None]):
-    """A `text[]` parameter."""
+    """A `text[]` parameter.
+
+    Example:
+        >>> conn.execute("SELECT %s::text[]", [TextArray(["a", None])])  # doctest: +SKIP
+    """
 
 
 class ByteaArray(list[bytes | None]):
-    """A `bytea[]` parameter."""
+    """A `bytea[]` parameter; items are bytes, bytearray or memoryview.
+
+    Example:
+        >>> conn.execute("SELECT %b::bytea[]", [ByteaArray([b"\\x00"])])  # doctest: +SKIP
+    """
 
 
 class Int4Array(list[int]):
-    """An `int4[]` parameter."""
+    """An `int4[]` parameter.
+
+    Example:
+        >>> conn.execute("SELECT %s::int4[]", [Int4Array([-1, 2])])  # doctest: +SKIP
+    """
 
 
 def _pack(items: list[bytes | None], element_oid: int) -> bytes:
@@ -69,10 +84,16 @@ class TextArrayDumper(Dumper):
     format = Format.BINARY
     oid = 1009  # text[]
 
+    def __init__(self, cls: type, context: AdaptContext | None = None) -> None:
+        super().__init__(cls, context)
+        # binary text is read in the client encoding, as psycopg's own dumpers write it
+        encoding = self.connection.info.encoding if self.connection else "utf-8"
+        self._encoding = "utf-8" if encoding == "ascii" else encoding
+
     def dump(self, obj: Any) -> bytes:
-        # surrogates were refused where the values came in (check_id), and
         # PostgreSQL refuses a NUL inside text whichever format carries it
-        return _pack([None if s is None else s.encode() for s in obj], _TEXT_OID)
+        encoding = self._encoding
+        return _pack([None if s is None else s.encode(encoding) for s in obj], _TEXT_OID)
 
 
 class ByteaArrayDumper(Dumper):
@@ -80,7 +101,11 @@ class ByteaArrayDumper(Dumper):
     oid = 1001  # bytea[]
 
     def dump(self, obj: Any) -> bytes:
-        return _pack([None if b is None else bytes(b) for b in obj], _BYTEA_OID)
+        # memoryview() refuses what is not a buffer (bytes(5) would be five NULs)
+        return _pack(
+            [b if b is None or type(b) is bytes else bytes(memoryview(b)) for b in obj],
+            _BYTEA_OID,
+        )
 
 
 class Int4ArrayDumper(Dumper):
@@ -91,7 +116,10 @@ class Int4ArrayDumper(Dumper):
         if not obj:
             return _EMPTY.pack(0, 0, _INT4_OID)
         head = _HEADER.pack(1, 0, _INT4_OID, len(obj), 1)
-        return head + b"".join([_INT4_ITEM.pack(4, i) for i in obj])
+        try:
+            return head + b"".join([_INT4_ITEM.pack(4, i) for i in obj])
+        except struct.error as exc:
+            raise DataError(f"an int4[] item is not an int in int4 range ({exc})") from exc
 
 
 psycopg.adapters.register_dumper(TextArray, TextArrayDumper)

@@ -311,13 +311,17 @@ def copy_items(items: Iterable[Any]) -> list[Any]:
         cls = type(item)
         plain = _PLAIN_PYDANTIC_COPY.get(cls)
         if plain is None:
+            if len(_PLAIN_PYDANTIC_COPY) > 4096:  # classes made at run time
+                _PLAIN_PYDANTIC_COPY.clear()
             plain = _PLAIN_PYDANTIC_COPY[cls] = (
-                isinstance(item, BaseModel) and cls.__copy__ is BaseModel.__copy__
+                isinstance(item, BaseModel)
+                and cls.__copy__ is BaseModel.__copy__
+                and cls.__new__ is object.__new__  # type: ignore[comparison-overlap]
             )
         if not plain:
             out.append(copy.copy(item))
             continue
-        new = object.__new__(cls)  # what BaseModel.__copy__ gets: it has no __new__
+        new = object.__new__(cls)  # cls.__new__ is object.__new__ (checked above)
         private = getattr(item, "__pydantic_private__", None)
         extra = item.__pydantic_extra__
         _set = object.__setattr__

@@ -165,8 +165,12 @@ class OpRun(Generic[T]):
         return not self.started and self.first.name in RETRY_SAFE
 
     def again(self) -> OpRun[T]:
-        """What to run on the next connection: this op from its first statement if it
-        has seen no outcome yet, else the op made anew (`restart`). Only once."""
+        """What to run on the next connection, once: this run, or the op made anew.
+
+        An op that has seen no outcome yet runs from its first statement; one that
+        has goes through `restart`, which raises StopIteration if the new op needs
+        no statement.
+        """
         if self.started and self.restart is not None:
             self.op.close()
             run = OpRun(self.restart(), pooled=self.pooled, restart=self.restart)

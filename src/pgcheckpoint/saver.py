@@ -196,7 +196,10 @@ class PostgresSaver(SaverCore):
                     except Error as exc:
                         if not run.may_retry(exc, conn):
                             raise
-                run = run.again()
+                try:
+                    run = run.again()
+                except StopIteration as done:  # made anew, it needed no statement
+                    return done.value  # type: ignore[no-any-return]
                 if isinstance(self.conn, ConnectionPool):
                     # what broke this connection (a restart) broke the idle ones too
                     self.conn.check()
@@ -458,8 +461,10 @@ class PostgresSaver(SaverCore):
         Example:
             >>> saver.get_delta_channel_history(config=cfg, channels=["m"])  # doctest: +SKIP
         """
+        wanted = list(channels)  # read again if the op starts over
+
         def history() -> Op[dict[str, DeltaChannelHistory]]:
-            return self.delta_history_op(config, channels)
+            return self.delta_history_op(config, wanted)
 
         return self._run(history(), restart=history)
 

@@ -487,9 +487,12 @@ def _agent_wire(dsns: dict[str, str], results: Results) -> None:
 
 
 def run_concurrency(dbs: Databases, plan: Plan, modes: Sequence[str], results: Results) -> None:
-    """16 workers on one saver, twice: on new threads, and on threads that already
-    hold `concurrent_history` turns of the agent loop (the middle of the 100-turn
-    loop the issue measured the official saver on, 92.6 super-steps/s)."""
+    """16 workers on one saver, on new threads and on threads with a history.
+
+    The seeded threads hold `concurrent_history` turns of the agent loop: the
+    middle of the 100-turn loop the issue measured the official saver on (92.6
+    super-steps/s there).
+    """
     history = record_agent(plan.concurrent_history)
     dsns = {kind: dbs.fresh(kind, "conc") for kind in SAVERS}
     long_threads = [_long_thread(mode, w) for mode in modes for w in range(plan.workers)]
@@ -551,8 +554,11 @@ def _long_thread(mode: str, worker: int) -> str:
 
 
 class _Turns:
-    """Which thread and turns a worker runs in a round: new threads start at turn 1
-    each round; seeded threads go on where the previous round stopped."""
+    """Which thread and turns a worker runs in a round.
+
+    New threads start at turn 1 each round; seeded threads go on where the
+    previous round stopped.
+    """
 
     def __init__(self, mode: str, history: Sequence[Call]) -> None:
         self.mode = mode

@@ -17,7 +17,7 @@ def test_arrays_arrive_as_sent(db_dsn: str) -> None:
         row = conn.execute(
             "SELECT %s::text[], %s::bytea[], %b::bytea[], %s::int[], %s::text[], %s::int[]",
             (
-                TextArray(["messages", None, "", "é€ 🐍", "a,b\"{c}\\"]),
+                TextArray(["messages", None, "", "é€ 🐍", 'a,b"{c}\\']),
                 ByteaArray([b"\x00\x01\xff", None, b"", memoryview(b"view")]),
                 ByteaArray([b"binary placeholder"]),
                 Int4Array([-4, 0, 7, 2**31 - 1]),
@@ -26,7 +26,7 @@ def test_arrays_arrive_as_sent(db_dsn: str) -> None:
             ),
         ).fetchone()
     assert row == (
-        ["messages", None, "", "é€ 🐍", "a,b\"{c}\\"],
+        ["messages", None, "", "é€ 🐍", 'a,b"{c}\\'],
         [b"\x00\x01\xff", None, b"", b"view"],
         [b"binary placeholder"],
         [-4, 0, 7, 2**31 - 1],
@@ -80,3 +80,22 @@ def test_connection_opened_before_import_still_stores(db_dsn: str) -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
+
+
+def test_text_follows_the_client_encoding(db_dsn: str) -> None:
+    with psycopg.connect(db_dsn) as conn:
+        conn.execute("SET client_encoding TO 'LATIN1'")
+        row = conn.execute(
+            "SELECT %s::text[], %s::text[] = ARRAY[%s::text]",
+            (TextArray(["é"]), TextArray(["é"]), "é"),
+        ).fetchone()
+    assert row == (["é"], True)
+
+
+def test_values_of_the_wrong_kind_are_refused(db_dsn: str) -> None:
+    with psycopg.connect(db_dsn) as conn:
+        with pytest.raises(TypeError):
+            conn.execute("SELECT %b::bytea[]", (ByteaArray([5]),))  # type: ignore[list-item]
+        conn.rollback()
+        with pytest.raises(psycopg.DataError, match="int4 range"):
+            conn.execute("SELECT %s::int[]", (Int4Array([2**31]),))
