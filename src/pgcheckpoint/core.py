@@ -293,17 +293,20 @@ def _decompressor() -> zstandard.ZstdDecompressor:
     return cast(zstandard.ZstdDecompressor, dec)
 
 
-def copy_items(items: Iterable[Any]) -> list[Any]:
-    """Shallow copies of decoded items, as `copy.copy` makes them.
+def copy_items(items: Iterable[Any], *, containers: bool = False) -> list[Any]:
+    """Copies of decoded items, as `copy.copy` makes them.
 
     Pydantic models (LangChain messages) are copied the way their `__copy__`
     does it, without going through `copy.copy`: a quarter less time per message,
-    which is most of what `list` and a DeltaChannel seed spend on copies.
+    which is most of what `list` and a DeltaChannel seed spend on copies. With
+    `containers`, the dicts and lists inside each item are copied too (a
+    message's content blocks, tool calls, additional_kwargs), so editing them
+    in place cannot reach the original; other objects inside stay shared.
 
     Example:
-        >>> original = [{"a": 1}]
-        >>> copied = copy_items(original)
-        >>> copied == original and copied[0] is not original[0]
+        >>> original = [{"a": [1]}]
+        >>> copied = copy_items(original, containers=True)
+        >>> copied == original and copied[0]["a"] is not original[0]["a"]
         True
     """
     out = []
@@ -319,14 +322,26 @@ def copy_items(items: Iterable[Any]) -> list[Any]:
                 and cls.__new__ is object.__new__  # type: ignore[comparison-overlap]
             )
         if not plain:
-            out.append(copy.copy(item))
+            out.append(_copy_containers(item) if containers else copy.copy(item))
             continue
         new = object.__new__(cls)  # cls.__new__ is object.__new__ (checked above)
         private = getattr(item, "__pydantic_private__", None)
         extra = item.__pydantic_extra__
         _set = object.__setattr__
-        _set(new, "__dict__", item.__dict__.copy())
-        _set(new, "__pydantic_extra__", None if extra is None else extra.copy())
+        fields = item.__dict__.copy()
+        if containers:
+            for k, v in fields.items():
+                kind = type(v)
+                # most are empty (additional_kwargs, response_metadata...): no call
+                if kind is dict:
+                    fields[k] = _copy_containers(v) if v else {}
+                elif kind is list:
+                    fields[k] = _copy_containers(v) if v else []
+            extra = _copy_containers(extra) if extra else ({} if extra is not None else None)
+        else:
+            extra = None if extra is None else extra.copy()
+        _set(new, "__dict__", fields)
+        _set(new, "__pydantic_extra__", extra)
         _set(new, "__pydantic_fields_set__", item.__pydantic_fields_set__.copy())
         _set(
             new,
@@ -337,6 +352,23 @@ def copy_items(items: Iterable[Any]) -> list[Any]:
         )
         out.append(new)
     return out
+
+
+def _copy_containers(value: Any) -> Any:
+    kind = type(value)
+    if kind is dict:
+        copied = value.copy()
+        for k, v in copied.items():
+            if type(v) not in _IMMUTABLE:
+                copied[k] = _copy_containers(v)
+        return copied
+    if kind is list:
+        return [v if type(v) in _IMMUTABLE else _copy_containers(v) for v in value]
+    return value if kind in _IMMUTABLE else copy.copy(value)
+
+
+# values a copy may share with its original
+_IMMUTABLE = frozenset({str, int, float, bool, type(None), bytes, tuple})
 
 
 _PLAIN_PYDANTIC_COPY: dict[type, bool] = {}
@@ -606,7 +638,7 @@ class SaverCore(BaseCheckpointSaver[str]):
         A snapshot is read again at every step until the next one, and decoding
         it is most of the cost of rebuilding the channel. Stored values never
         change, so the decoded list is kept (a bounded LRU) and each caller gets
-        a fresh list of shallow copies of its items.
+        a fresh list of copies of its items (their dicts and lists copied too).
         """
         # Keyed by the stored bytes, not the version: a deleted thread written
         # again may reuse version strings, and its values must not be confused.
@@ -629,9 +661,11 @@ class SaverCore(BaseCheckpointSaver[str]):
                 self.seed_cache[cache_key] = cached
                 while len(self.seed_cache) > self.seed_cache_size:
                     self.seed_cache.popitem(last=False)
+        # the cached items outlive this call: what a caller edits, even inside
+        # a message, must not reach them
         if isinstance(cached, _DeltaSnapshot):
-            return _DeltaSnapshot(copy_items(cached.value))
-        return copy_items(cached)
+            return _DeltaSnapshot(copy_items(cached.value, containers=True))
+        return copy_items(cached, containers=True)
 
     @property
     def seed_cache(self) -> OrderedDict[tuple[str, ...], Any]:

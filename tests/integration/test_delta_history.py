@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 import pytest
+from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.memory import InMemorySaver
@@ -260,6 +261,31 @@ def test_default_walk_agrees(db_dsn: str) -> None:
                 channels=channels,
             )
             assert fast == walked, scenario.__name__
+
+
+def test_seed_messages_edited_in_place_leave_the_next_read_alone(db_dsn: str) -> None:
+    """A node may edit a message it got, even inside it (tool call arguments, content
+    blocks, additional_kwargs): the decoded seed kept for the next call must not see it."""
+    stored = [
+        AIMessage(
+            content=[{"type": "text", "text": "hi"}],
+            id="a1",
+            tool_calls=[{"name": "lookup", "args": {"q": "x"}, "id": "c1"}],
+        ),
+        HumanMessage("yo", id="h1"),
+    ]
+    with PostgresSaver.from_conn_string(db_dsn) as saver:
+        writer = Writer(saver)
+        root = writer.put(None, {"msgs": _DeltaSnapshot(list(stored))}, bump=("msgs",))
+        target = writer.put(root, {}, bump=("msgs",))
+        first = writer.history(target, ["msgs"])["msgs"]["seed"].value
+        first[0].tool_calls[0]["args"]["q"] = "edited"
+        first[0].content.append({"type": "text", "text": "more"})
+        first[0].additional_kwargs["seen"] = True
+        first[1].content = "edited"
+        second = writer.history(target, ["msgs"])["msgs"]["seed"].value
+        assert second == stored
+        assert second[0].tool_calls[0]["args"] == {"q": "x"}
 
 
 def test_signature_matches_base() -> None:

@@ -221,3 +221,20 @@ def test_copy_items_copies_like_copy_copy() -> None:
     assert "name" not in ai.__pydantic_fields_set__
     assert private._cache == {"x": 1}
     assert copied[4].name == "o (copied)"  # a class's own __copy__ is used
+
+
+def test_copy_items_with_containers_copies_what_is_inside() -> None:
+    ai = AIMessage(
+        content=[{"type": "text", "text": "hi"}],
+        id="a1",
+        tool_calls=[{"name": "lookup", "args": {"q": ["x"]}, "id": "c1"}],
+    )
+    plain = {"blocks": [{"n": 1}], "name": "s"}
+    copied_ai, copied_plain = copy_items([ai, plain], containers=True)
+    assert copied_ai == ai and copied_plain == plain
+    copied_ai.tool_calls[0]["args"]["q"].append("y")
+    copied_ai.content[0]["text"] = "edited"
+    copied_plain["blocks"][0]["n"] = 2
+    assert ai.tool_calls[0]["args"] == {"q": ["x"]}
+    assert ai.content == [{"type": "text", "text": "hi"}]
+    assert plain == {"blocks": [{"n": 1}], "name": "s"}
