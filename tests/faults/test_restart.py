@@ -329,7 +329,7 @@ async def test_a_listing_starts_over_when_its_second_statement_loses_the_connect
         with blocker(db_dsn, "LOCK TABLE pgc_blobs IN ACCESS EXCLUSIVE MODE") as lock:
             listing = asyncio.ensure_future(api.list(generate_config(tid)))
             query = await terminate_waiting_query(db_dsn)
-            assert query.startswith("-- The stored values of some checkpoints")  # listed_values
+            assert query.startswith("-- pgcheckpoint: listed_values")
             await wait_until_blocked(db_dsn)  # the listing, started over, waits again
             lock.rollback()
             tuples = await asyncio.wait_for(listing, WAIT)
