@@ -299,8 +299,8 @@ def copy_items(items: Iterable[Any], *, containers: bool = False) -> list[Any]:
     Pydantic models (LangChain messages) are copied the way their `__copy__`
     does it, without going through `copy.copy`: a quarter less time per message,
     which is most of what `list` and a DeltaChannel seed spend on copies. With
-    `containers`, the dicts and lists inside each item are copied too (a
-    message's content blocks, tool calls, additional_kwargs), so editing them
+    `containers`, the dicts, lists and messages inside each item are copied too
+    (a message's content blocks, tool calls, additional_kwargs), so editing them
     in place cannot reach the original; other objects inside stay shared.
 
     Example:
@@ -311,47 +311,64 @@ def copy_items(items: Iterable[Any], *, containers: bool = False) -> list[Any]:
     """
     out = []
     for item in items:
-        cls = type(item)
-        plain = _PLAIN_PYDANTIC_COPY.get(cls)
-        if plain is None:
-            if len(_PLAIN_PYDANTIC_COPY) > 4096:  # classes made at run time
-                _PLAIN_PYDANTIC_COPY.clear()
-            plain = _PLAIN_PYDANTIC_COPY[cls] = (
-                isinstance(item, BaseModel)
-                and cls.__copy__ is BaseModel.__copy__
-                and cls.__new__ is object.__new__  # type: ignore[comparison-overlap]
-            )
-        if not plain:
-            out.append(_copy_containers(item) if containers else copy.copy(item))
-            continue
-        new = object.__new__(cls)  # cls.__new__ is object.__new__ (checked above)
-        private = getattr(item, "__pydantic_private__", None)
-        extra = item.__pydantic_extra__
-        _set = object.__setattr__
-        fields = item.__dict__.copy()
-        if containers:
-            for k, v in fields.items():
-                kind = type(v)
-                # most are empty (additional_kwargs, response_metadata...): no call
-                if kind is dict:
-                    fields[k] = _copy_containers(v) if v else {}
-                elif kind is list:
-                    fields[k] = _copy_containers(v) if v else []
-            extra = _copy_containers(extra) if extra else ({} if extra is not None else None)
+        if _plain_model(item):
+            out.append(_copy_model(item, containers))
         else:
-            extra = None if extra is None else extra.copy()
-        _set(new, "__dict__", fields)
-        _set(new, "__pydantic_extra__", extra)
-        _set(new, "__pydantic_fields_set__", item.__pydantic_fields_set__.copy())
-        _set(
-            new,
-            "__pydantic_private__",
-            None
-            if private is None
-            else {k: v for k, v in private.items() if v is not PydanticUndefined},
-        )
-        out.append(new)
+            out.append(_copy_containers(item) if containers else copy.copy(item))
     return out
+
+
+def _plain_model(item: Any) -> bool:
+    """Whether `item` is a pydantic model copied as BaseModel.__copy__ does it."""
+    cls = type(item)
+    plain = _PLAIN_PYDANTIC_COPY.get(cls)
+    if plain is None:
+        if len(_PLAIN_PYDANTIC_COPY) > 4096:  # classes made at run time
+            _PLAIN_PYDANTIC_COPY.clear()
+        plain = _PLAIN_PYDANTIC_COPY[cls] = (
+            isinstance(item, BaseModel)
+            and cls.__copy__ is BaseModel.__copy__
+            and cls.__new__ is object.__new__  # type: ignore[comparison-overlap]
+        )
+    return plain
+
+
+def _copy_model(item: Any, containers: bool) -> Any:
+    new = object.__new__(type(item))  # its __new__ is object.__new__ (_plain_model)
+    private = getattr(item, "__pydantic_private__", None)
+    extra = item.__pydantic_extra__
+    fields = item.__dict__.copy()
+    if containers:
+        for k, v in fields.items():
+            kind = type(v)
+            # most are empty (additional_kwargs, response_metadata...): no call
+            if kind is dict:
+                fields[k] = _copy_containers(v) if v else {}
+            elif kind is list:
+                fields[k] = _copy_containers(v) if v else []
+            elif kind not in _IMMUTABLE:
+                fields[k] = _copy_containers(v)
+        extra = None if extra is None else _copy_containers(extra)
+    else:
+        extra = None if extra is None else extra.copy()
+    _set = object.__setattr__
+    _set(new, "__dict__", fields)
+    _set(new, "__pydantic_extra__", extra)
+    _set(new, "__pydantic_fields_set__", item.__pydantic_fields_set__.copy())
+    _set(
+        new,
+        "__pydantic_private__",
+        None
+        if private is None
+        else {k: v for k, v in private.items() if v is not PydanticUndefined},
+    )
+    return new
+
+
+_PLAIN_PYDANTIC_COPY: dict[type, bool] = {}
+# values a copy may share with its original (a tuple, if what it holds may be shared)
+_IMMUTABLE = frozenset({str, int, float, bool, type(None), bytes, tuple})
+_MISSING = object()
 
 
 def _copy_containers(value: Any) -> Any:
@@ -364,14 +381,47 @@ def _copy_containers(value: Any) -> Any:
         return copied
     if kind is list:
         return [v if type(v) in _IMMUTABLE else _copy_containers(v) for v in value]
-    return value if kind in _IMMUTABLE else copy.copy(value)
+    if kind in _IMMUTABLE:
+        return value
+    if _plain_model(value):
+        return _copy_model(value, True)
+    return copy.copy(value)
 
 
-# values a copy may share with its original
-_IMMUTABLE = frozenset({str, int, float, bool, type(None), bytes, tuple})
+def _lru_get(cache: OrderedDict[tuple[str, ...], Any], key: tuple[str, ...]) -> Any:
+    with _SEED_LOCK:
+        value = cache.get(key, _MISSING)
+        if value is not _MISSING:
+            cache.move_to_end(key)
+    return value
 
 
-_PLAIN_PYDANTIC_COPY: dict[type, bool] = {}
+def _lru_put(
+    cache: OrderedDict[tuple[str, ...], Any], key: tuple[str, ...], value: Any, size: int
+) -> None:
+    with _SEED_LOCK:
+        cache[key] = value
+        while len(cache) > size:
+            cache.popitem(last=False)
+
+
+def _copies_whole(value: Any) -> bool:
+    """Whether `copy_items(..., containers=True)` copies `value` so that the copy
+    shares nothing mutable with it: plain values, dicts, lists, messages."""
+    kind = type(value)
+    if kind is tuple:
+        return all(type(v) in _IMMUTABLE and _copies_whole(v) for v in value)
+    if kind in _IMMUTABLE:
+        return True
+    if kind is dict:
+        return all(_copies_whole(v) for v in value.values())
+    if kind is list:
+        return all(_copies_whole(v) for v in value)
+    if _plain_model(value) and not getattr(value, "__pydantic_private__", None):
+        return all(_copies_whole(v) for v in value.__dict__.values()) and all(
+            _copies_whole(v) for v in (value.__pydantic_extra__ or {}).values()
+        )
+    return False
 
 
 def check_id(kind: str, value: Any) -> str:
@@ -519,6 +569,8 @@ class SaverCore(BaseCheckpointSaver[str]):
     # a full copy at least every `full_value_every` versions.
     # DeltaChannel seeds kept decoded (see `_load_seed`).
     seed_cache_size: int = 64
+    # Writes on DeltaChannel paths kept decoded (see `_load_delta_write`).
+    write_cache_size: int = 4096
     append_deltas: bool = os.environ.get("PGCHECKPOINT_APPEND_DELTAS", "1").lower() not in (
         "0",
         "false",
@@ -648,32 +700,58 @@ class SaverCore(BaseCheckpointSaver[str]):
             digest.update(len(data or b"").to_bytes(8, "big"))
             digest.update(data or b"")
         cache_key = (*key, digest.hexdigest())
-        with _SEED_LOCK:
-            cached = self.seed_cache.get(cache_key)
-            if cached is not None:
-                self.seed_cache.move_to_end(cache_key)
-        if cached is None:
+        cached = _lru_get(self.seed_cache, cache_key)
+        if cached is _MISSING:
             cached = self.load_blob(key, pieces)
             items = cached.value if isinstance(cached, _DeltaSnapshot) else cached
             if not isinstance(items, list):
                 return cached
-            with _SEED_LOCK:
-                self.seed_cache[cache_key] = cached
-                while len(self.seed_cache) > self.seed_cache_size:
-                    self.seed_cache.popitem(last=False)
+            _lru_put(self.seed_cache, cache_key, cached, self.seed_cache_size)
         # the cached items outlive this call: what a caller edits, even inside
         # a message, must not reach them
         if isinstance(cached, _DeltaSnapshot):
             return _DeltaSnapshot(copy_items(cached.value, containers=True))
         return copy_items(cached, containers=True)
 
+    def _load_delta_write(self, thread_id: str, ns: str, row: Row) -> Any:
+        """A write on a DeltaChannel's path, decoded once per process while it is cached.
+
+        Rebuilding a channel replays every write since its snapshot, and the
+        next rebuild of the same thread (the next turn, `get_state`) replays
+        most of them again. Values that `copy_items` can copy whole (messages,
+        lists, dicts, plain values) are kept in a bounded LRU keyed by the row
+        and a digest of its bytes; each caller gets its own copy.
+        """
+        data = row["blob"] or b""
+        cache_key = (
+            thread_id,
+            ns,
+            row["checkpoint_id"],
+            row["task_id"],
+            str(row["idx"]),
+            row["type"],
+            hashlib.blake2b(data, digest_size=16).hexdigest(),
+        )
+        cached = _lru_get(self.write_cache, cache_key)
+        if cached is _MISSING:
+            aad = binding("write", thread_id, ns, row["checkpoint_id"], row["task_id"], row["idx"])
+            cached = self.load_value(row["type"], row["blob"], aad)
+            if not _copies_whole(cached):
+                return cached
+            _lru_put(self.write_cache, cache_key, cached, self.write_cache_size)
+        if isinstance(cached, list):
+            return copy_items(cached, containers=True)
+        return copy_items([cached], containers=True)[0]
+
+    @property
+    def write_cache(self) -> OrderedDict[tuple[str, ...], Any]:
+        """Decoded DeltaChannel writes by row and digest of the bytes."""
+        return self.__dict__.setdefault("_write_cache", OrderedDict())  # type: ignore[no-any-return]
+
     @property
     def seed_cache(self) -> OrderedDict[tuple[str, ...], Any]:
         """Decoded DeltaChannel seeds by (thread, namespace, channel, digest of the bytes)."""
-        cache = self.__dict__.get("_seed_cache")
-        if cache is None:
-            cache = self.__dict__["_seed_cache"] = OrderedDict()
-        return cast("OrderedDict[tuple[str, ...], Any]", cache)
+        return self.__dict__.setdefault("_seed_cache", OrderedDict())  # type: ignore[no-any-return]
 
     def _load_list_pieces(
         self,
@@ -1270,10 +1348,7 @@ class SaverCore(BaseCheckpointSaver[str]):
         for row in rows:
             kind = row["kind"]
             if kind == "w":
-                aad = binding(
-                    "write", thread_id, ns, row["checkpoint_id"], row["task_id"], row["idx"]
-                )
-                value = self.load_value(row["type"], row["blob"], aad)
+                value = self._load_delta_write(thread_id, ns, row)
                 writes[row["channel"]].append(
                     (
                         row["depth"],

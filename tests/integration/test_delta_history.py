@@ -288,6 +288,28 @@ def test_seed_messages_edited_in_place_leave_the_next_read_alone(db_dsn: str) ->
         assert second[0].tool_calls[0]["args"] == {"q": "x"}
 
 
+def test_writes_read_again_are_fresh_copies_of_what_is_stored(db_dsn: str) -> None:
+    """Writes on the path are kept decoded between calls too: editing a returned one
+    in place leaves the next read alone, and a special write stored again (a new
+    attempt's error) reads as its new value."""
+    reply = AIMessage("hi", id="a1", tool_calls=[{"name": "f", "args": {"q": "x"}, "id": "c1"}])
+    with PostgresSaver.from_conn_string(db_dsn) as saver:
+        writer = Writer(saver)
+        root = writer.put(None, {"msgs": _DeltaSnapshot([])}, bump=("msgs",))
+        writer.write(root, [("msgs", [reply]), ("__error__", "first attempt")], "t1")
+        target = writer.put(root, {}, bump=("msgs",))
+        first = writer.history(target, ["msgs", "__error__"])
+        got = first["msgs"]["writes"][0][2]
+        got[0].tool_calls[0]["args"]["q"] = "edited"
+        got.append(HumanMessage("extra"))
+        again = writer.history(target, ["msgs", "__error__"])
+        assert again["msgs"]["writes"] == [("t1", "msgs", [reply])]
+        assert again["__error__"]["writes"] == [("t1", "__error__", "first attempt")]
+        writer.write(root, [("__error__", "second attempt")], "t1")  # replaces the first
+        third = writer.history(target, ["__error__"])
+        assert third["__error__"]["writes"] == [("t1", "__error__", "second attempt")]
+
+
 def test_signature_matches_base() -> None:
     base = inspect.signature(BaseCheckpointSaver.get_delta_channel_history)
     assert inspect.signature(PostgresSaver.get_delta_channel_history) == base

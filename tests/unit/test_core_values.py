@@ -15,6 +15,7 @@ from pydantic import BaseModel, PrivateAttr
 from pgcheckpoint import InvalidInputError
 from pgcheckpoint.core import (
     SaverCore,
+    _copies_whole,
     check_id,
     copy_items,
     json_projection,
@@ -238,3 +239,13 @@ def test_copy_items_with_containers_copies_what_is_inside() -> None:
     assert ai.tool_calls[0]["args"] == {"q": ["x"]}
     assert ai.content == [{"type": "text", "text": "hi"}]
     assert plain == {"blocks": [{"n": 1}], "name": "s"}
+
+
+def test_only_values_copied_whole_are_kept_decoded() -> None:
+    ai = AIMessage("hi", id="a1", tool_calls=[{"name": "f", "args": {"q": "x"}, "id": "c1"}])
+    assert _copies_whole([ai, {"k": [1, "s", None]}, ("t", 1)])
+    assert not _copies_whole([object()])  # copy.copy would share what it holds
+    assert not _copies_whole(("t", [1]))  # a tuple is shared whole, its list too
+    private = _WithPrivate(name="p")
+    private._cache["x"] = 1
+    assert not _copies_whole(private)
