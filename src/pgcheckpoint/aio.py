@@ -43,6 +43,7 @@ from .drivers import (
     SCHEMA_ERRORS,
     OpRun,
     conninfo_of,
+    cursor_of,
     pool_settings,
     pool_timeout_error,
     schema_error,
@@ -235,32 +236,31 @@ class AsyncPostgresSaver(SaverCore):
         return schema_error(self.schema, revision)
 
     async def _run_on(self, conn: AsyncConnection[Any], run: OpRun[T], *, atomic: bool) -> T:
-        # binary results: bytea arrives as its bytes, not as hex text twice the size
-        async with conn.cursor(row_factory=dict_row, binary=True) as cur:
-            in_pipe = self.pipe is not None and conn is self.conn
-            if atomic:
-                async with conn.transaction():
-                    result = await self._drive(cur, run)
-            elif conn.autocommit:
+        cur = cursor_of(conn)
+        in_pipe = self.pipe is not None and conn is self.conn
+        if atomic:
+            async with conn.transaction():
                 result = await self._drive(cur, run)
-            elif in_pipe or conn.info.transaction_status != TransactionStatus.IDLE:
-                # inside the caller's transaction (or pipeline): a savepoint there
-                async with conn.transaction():
-                    result = await self._drive(cur, run)
-            else:
-                # A caller's idle connection without autocommit: run in autocommit
-                # rather than BEGIN ... COMMIT, so a statement that succeeded is
-                # not lost to a COMMIT that fails (a restart between the two), and
-                # two round trips are saved. The caller's setting comes back after.
-                await conn.set_autocommit(True)
-                try:
-                    result = await self._drive(cur, run)
-                finally:
-                    if not conn.closed:
-                        await conn.set_autocommit(False)
-            if in_pipe and self.pipe is not None:
-                await self.pipe.sync()
-            return result
+        elif conn.autocommit:
+            result = await self._drive(cur, run)
+        elif in_pipe or conn.info.transaction_status != TransactionStatus.IDLE:
+            # inside the caller's transaction (or pipeline): a savepoint there
+            async with conn.transaction():
+                result = await self._drive(cur, run)
+        else:
+            # A caller's idle connection without autocommit: run in autocommit
+            # rather than BEGIN ... COMMIT, so a statement that succeeded is
+            # not lost to a COMMIT that fails (a restart between the two), and
+            # two round trips are saved. The caller's setting comes back after.
+            await conn.set_autocommit(True)
+            try:
+                result = await self._drive(cur, run)
+            finally:
+                if not conn.closed:
+                    await conn.set_autocommit(False)
+        if in_pipe and self.pipe is not None:
+            await self.pipe.sync()
+        return result
 
     async def _drive(self, cur: AsyncCursor[DictRow], op: Op[T] | OpRun[T]) -> T:
         try:

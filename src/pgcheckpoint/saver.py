@@ -43,6 +43,7 @@ from .drivers import (
     SCHEMA_ERRORS,
     OpRun,
     conninfo_of,
+    cursor_of,
     pool_settings,
     pool_timeout_error,
     schema_error,
@@ -232,32 +233,31 @@ class PostgresSaver(SaverCore):
         return schema_error(self.schema, revision)
 
     def _run_on(self, conn: Connection[Any], run: OpRun[T], *, atomic: bool) -> T:
-        # binary results: bytea arrives as its bytes, not as hex text twice the size
-        with conn.cursor(row_factory=dict_row, binary=True) as cur:
-            in_pipe = self.pipe is not None and conn is self.conn
-            if atomic:
-                with conn.transaction():
-                    result = self._drive(cur, run)
-            elif conn.autocommit:
+        cur = cursor_of(conn)
+        in_pipe = self.pipe is not None and conn is self.conn
+        if atomic:
+            with conn.transaction():
                 result = self._drive(cur, run)
-            elif in_pipe or conn.info.transaction_status != TransactionStatus.IDLE:
-                # inside the caller's transaction (or pipeline): a savepoint there
-                with conn.transaction():
-                    result = self._drive(cur, run)
-            else:
-                # A caller's idle connection without autocommit: run in autocommit
-                # rather than BEGIN ... COMMIT, so a statement that succeeded is
-                # not lost to a COMMIT that fails (a restart between the two), and
-                # two round trips are saved. The caller's setting comes back after.
-                conn.autocommit = True
-                try:
-                    result = self._drive(cur, run)
-                finally:
-                    if not conn.closed:
-                        conn.autocommit = False
-            if in_pipe and self.pipe is not None:
-                self.pipe.sync()
-            return result
+        elif conn.autocommit:
+            result = self._drive(cur, run)
+        elif in_pipe or conn.info.transaction_status != TransactionStatus.IDLE:
+            # inside the caller's transaction (or pipeline): a savepoint there
+            with conn.transaction():
+                result = self._drive(cur, run)
+        else:
+            # A caller's idle connection without autocommit: run in autocommit
+            # rather than BEGIN ... COMMIT, so a statement that succeeded is
+            # not lost to a COMMIT that fails (a restart between the two), and
+            # two round trips are saved. The caller's setting comes back after.
+            conn.autocommit = True
+            try:
+                result = self._drive(cur, run)
+            finally:
+                if not conn.closed:
+                    conn.autocommit = False
+        if in_pipe and self.pipe is not None:
+            self.pipe.sync()
+        return result
 
     def _drive(self, cur: Cursor[DictRow], op: Op[T] | OpRun[T]) -> T:
         try:

@@ -10,6 +10,7 @@ import psycopg
 import pytest
 
 from pgcheckpoint.arrays import ByteaArray, Int4Array, TextArray
+from pgcheckpoint.drivers import cursor_of
 
 
 def test_arrays_arrive_as_sent(db_dsn: str) -> None:
@@ -99,3 +100,16 @@ def test_values_of_the_wrong_kind_are_refused(db_dsn: str) -> None:
         conn.rollback()
         with pytest.raises(psycopg.DataError, match="int4 range"):
             conn.execute("SELECT %s::int[]", (Int4Array([2**31]),))
+
+
+def test_one_cursor_per_connection_until_its_encoding_changes(db_dsn: str) -> None:
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        first = cursor_of(conn)
+        assert cursor_of(conn) is first
+        conn.execute("SET client_encoding TO 'LATIN1'")
+        second = cursor_of(conn)
+        assert second is not first  # its text values are now encoded for LATIN1
+        second.execute("SELECT %s::text[] AS t", [TextArray(["é"])])
+        assert second.fetchone() == {"t": ["é"]}
+    with pytest.raises(psycopg.OperationalError, match="closed"):
+        cursor_of(conn)
