@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio  # sync: import threading
 import builtins  # async-only
+import weakref
 from collections.abc import (
     AsyncIterator,  # async-only
     Callable,
@@ -41,6 +42,7 @@ from . import migrate
 from .core import Op, Row, SaverCore, thread_of
 from .drivers import (
     SCHEMA_ERRORS,
+    Cursors,
     OpRun,
     conninfo_of,
     cursor_of,
@@ -114,6 +116,8 @@ class AsyncPostgresSaver(SaverCore):
         self.conn = conn
         self.pipe = pipe
         self.lock = asyncio.Lock()
+        # the cursor kept per connection (drivers.cursor_of), used under self.lock
+        self.cursors: Cursors = weakref.WeakKeyDictionary()
         self.loop = asyncio.get_running_loop()  # async-only
         self.schema = schema
         self.queries = Queries(schema)
@@ -236,7 +240,7 @@ class AsyncPostgresSaver(SaverCore):
         return schema_error(self.schema, revision)
 
     async def _run_on(self, conn: AsyncConnection[Any], run: OpRun[T], *, atomic: bool) -> T:
-        cur = cursor_of(conn)
+        cur = cursor_of(conn, self.cursors)
         in_pipe = self.pipe is not None and conn is self.conn
         if atomic:
             async with conn.transaction():

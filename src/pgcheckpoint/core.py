@@ -133,7 +133,7 @@ COPIED_WRITE_COLUMNS = (
     "blob",
 )
 _zstd = threading.local()
-_SEED_LOCK = threading.Lock()
+_CACHE_LOCK = threading.Lock()
 
 
 @runtime_checkable
@@ -369,6 +369,8 @@ _PLAIN_PYDANTIC_COPY: dict[type, bool] = {}
 # values a copy may share with its original (a tuple, if what it holds may be shared)
 _IMMUTABLE = frozenset({str, int, float, bool, type(None), bytes, tuple})
 _MISSING = object()
+# a larger write (a big tool result) is decoded at each read instead of kept
+_MAX_CACHED_WRITE_BYTES = 64 * 1024
 
 
 def _copy_containers(value: Any) -> Any:
@@ -389,7 +391,7 @@ def _copy_containers(value: Any) -> Any:
 
 
 def _lru_get(cache: OrderedDict[tuple[str, ...], Any], key: tuple[str, ...]) -> Any:
-    with _SEED_LOCK:
+    with _CACHE_LOCK:
         value = cache.get(key, _MISSING)
         if value is not _MISSING:
             cache.move_to_end(key)
@@ -399,7 +401,7 @@ def _lru_get(cache: OrderedDict[tuple[str, ...], Any], key: tuple[str, ...]) -> 
 def _lru_put(
     cache: OrderedDict[tuple[str, ...], Any], key: tuple[str, ...], value: Any, size: int
 ) -> None:
-    with _SEED_LOCK:
+    with _CACHE_LOCK:
         cache[key] = value
         while len(cache) > size:
             cache.popitem(last=False)
@@ -719,8 +721,9 @@ class SaverCore(BaseCheckpointSaver[str]):
         Rebuilding a channel replays every write since its snapshot, and the
         next rebuild of the same thread (the next turn, `get_state`) replays
         most of them again. Values that `copy_items` can copy whole (messages,
-        lists, dicts, plain values) are kept in a bounded LRU keyed by the row
-        and a digest of its bytes; each caller gets its own copy.
+        lists, dicts, plain values), stored in at most 64 KiB, are kept in a
+        bounded LRU keyed by the row and a digest of its bytes; each caller
+        gets its own copy.
         """
         data = row["blob"] or b""
         cache_key = (
@@ -736,7 +739,7 @@ class SaverCore(BaseCheckpointSaver[str]):
         if cached is _MISSING:
             aad = binding("write", thread_id, ns, row["checkpoint_id"], row["task_id"], row["idx"])
             cached = self.load_value(row["type"], row["blob"], aad)
-            if not _copies_whole(cached):
+            if len(data) > _MAX_CACHED_WRITE_BYTES or not _copies_whole(cached):
                 return cached
             _lru_put(self.write_cache, cache_key, cached, self.write_cache_size)
         if isinstance(cached, list):
@@ -745,12 +748,22 @@ class SaverCore(BaseCheckpointSaver[str]):
 
     @property
     def write_cache(self) -> OrderedDict[tuple[str, ...], Any]:
-        """Decoded DeltaChannel writes by row and digest of the bytes."""
+        """Decoded DeltaChannel writes by row and digest of the bytes.
+
+        Example:
+            >>> len(SaverCore().write_cache)
+            0
+        """
         return self.__dict__.setdefault("_write_cache", OrderedDict())  # type: ignore[no-any-return]
 
     @property
     def seed_cache(self) -> OrderedDict[tuple[str, ...], Any]:
-        """Decoded DeltaChannel seeds by (thread, namespace, channel, digest of the bytes)."""
+        """Decoded DeltaChannel seeds by (thread, namespace, channel, digest of the bytes).
+
+        Example:
+            >>> len(SaverCore().seed_cache)
+            0
+        """
         return self.__dict__.setdefault("_seed_cache", OrderedDict())  # type: ignore[no-any-return]
 
     def _load_list_pieces(
@@ -805,16 +818,31 @@ class SaverCore(BaseCheckpointSaver[str]):
         """A shallow copy whose serializer accepts more msgpack types (strict mode).
 
         LangGraph only knows how to widen its own serializers; an encrypting one
-        widens its inner serializer through `with_msgpack_allowlist`.
+        widens its inner serializer through `with_msgpack_allowlist`. LangGraph
+        asks at every run in strict mode, so one copy is kept per allowlist.
+        The copy shares this saver's connection, lock and stored-list cache, and
+        keeps its own decoded DeltaChannel values: what a serializer decodes
+        depends on its allowlist.
         """
+        key = frozenset(tuple(entry) for entry in extra_allowlist)
+        clones: dict[frozenset[tuple[str, ...]], SaverCore] = self.__dict__.setdefault(
+            "_allowlist_clones", {}
+        )
+        clone = clones.get(key)
+        if clone is not None:
+            return clone
+        _ = self.append_cache  # made now, so the copy shares it
         widen = getattr(self.serde, "with_msgpack_allowlist", None)
         if not isinstance(self.serde, Sealer) or widen is None:
-            return cast(SaverCore, super().with_allowlist(extra_allowlist))
-        serde = widen(extra_allowlist)
-        if serde is self.serde:
-            return self
-        clone = copy.copy(self)
-        clone.serde = serde
+            clone = cast(SaverCore, super().with_allowlist(extra_allowlist))
+        else:
+            serde = widen(extra_allowlist)
+            clone = self if serde is self.serde else copy.copy(self)
+            clone.serde = serde
+        if clone is not self:
+            for own in ("_seed_cache", "_write_cache", "_allowlist_clones"):
+                clone.__dict__.pop(own, None)
+        clones[key] = clone
         return clone
 
     def metadata_projection(self, metadata: Mapping[str, Any]) -> Any:

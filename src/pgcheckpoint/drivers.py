@@ -8,6 +8,7 @@ Example:
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar, overload
 
@@ -188,34 +189,35 @@ class OpRun(Generic[T]):
         return run
 
 
+Cursors = weakref.WeakKeyDictionary[Any, tuple[str, Any]]
+
+
 @overload
-def cursor_of(conn: Connection[Any]) -> Cursor[DictRow]: ...
+def cursor_of(conn: Connection[Any], kept: Cursors) -> Cursor[DictRow]: ...
 @overload
-def cursor_of(conn: AsyncConnection[Any]) -> AsyncCursor[DictRow]: ...
-def cursor_of(conn: Connection[Any] | AsyncConnection[Any]) -> Any:
-    """The cursor the savers run their statements with on `conn`, made once.
+def cursor_of(conn: AsyncConnection[Any], kept: Cursors) -> AsyncCursor[DictRow]: ...
+def cursor_of(conn: Connection[Any] | AsyncConnection[Any], kept: Cursors) -> Any:
+    """The cursor a saver runs its statements with on `conn`, made once.
 
     A new cursor works out again how to send and read the values of each
-    statement it runs (about 30 us a statement); this one is kept on the
-    connection between operations, and made anew if the connection's client
+    statement it runs (about 30 us a statement); this one is kept in the
+    saver's `kept` (one per saver, whose lock or pool makes it the only user
+    of the connection while it runs) and made anew if the connection's client
     encoding changed (its text values are encoded for that encoding). Binary
     results: bytea arrives as its bytes, not as hex text twice the size.
 
     Example:
-        >>> cursor_of(conn) is cursor_of(conn)  # doctest: +SKIP
+        >>> cursor_of(conn, kept) is cursor_of(conn, kept)  # doctest: +SKIP
         True
     """
     encoding = conn.info.encoding
-    kept = getattr(conn, _CURSOR_ATTR, None)
+    found = kept.get(conn)
     # a closed connection gets psycopg's own error from conn.cursor()
-    if kept is not None and kept[0] == encoding and not conn.closed:
-        return kept[1]
+    if found is not None and found[0] == encoding and not conn.closed:
+        return found[1]
     cur = conn.cursor(row_factory=dict_row, binary=True)
-    setattr(conn, _CURSOR_ATTR, (encoding, cur))
+    kept[conn] = (encoding, cur)
     return cur
-
-
-_CURSOR_ATTR = "_pgcheckpoint_cursor"
 
 
 def pool_timeout_error(

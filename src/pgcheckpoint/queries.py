@@ -47,13 +47,17 @@ def statement_names() -> frozenset[str]:
     return frozenset(_blocks()[0])
 
 
-def _tagged(name: str, text: str) -> str:
+def _uncommented(text: str) -> str:
     # The comments in queries.sql are for its readers: sent, they made most long
     # statements pass psycopg's 4 KiB limit for caching a statement's parsed
-    # placeholders (70 us a call for delta_channel_history). One line naming the
-    # statement stays, for pg_stat_activity and pg_stat_statements.
-    lines = [line for line in text.splitlines() if not line.lstrip().startswith("--")]
-    return f"-- pgcheckpoint: {name}\n" + "\n".join(lines)
+    # placeholders (70 us a call for delta_channel_history). Fragments lose
+    # theirs before they are included, as some are included mid-line.
+    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--"))
+
+
+def _tagged(name: str, text: str) -> str:
+    # one line naming the statement stays, for pg_stat_activity and pg_stat_statements
+    return f"-- pgcheckpoint: {name}\n" + _uncommented(text)
 
 
 class Queries(Mapping[str, str]):
@@ -75,7 +79,8 @@ class Queries(Mapping[str, str]):
         statements, fragments = _blocks()
         schema_sql = sql.Identifier(schema).as_string(None)
         rendered_fragments = {
-            name: body.replace("{schema}", schema_sql) for name, body in fragments.items()
+            name: _uncommented(body.replace("{schema}", schema_sql))
+            for name, body in fragments.items()
         }
         self.schema = schema
         self._rendered: dict[str, str] = {}

@@ -12,6 +12,7 @@ Example:
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import (
     Callable,
     Generator,
@@ -41,6 +42,7 @@ from . import migrate
 from .core import Op, Row, SaverCore, thread_of
 from .drivers import (
     SCHEMA_ERRORS,
+    Cursors,
     OpRun,
     conninfo_of,
     cursor_of,
@@ -112,6 +114,8 @@ class PostgresSaver(SaverCore):
         self.conn = conn
         self.pipe = pipe
         self.lock = threading.Lock()
+        # the cursor kept per connection (drivers.cursor_of), used under self.lock
+        self.cursors: Cursors = weakref.WeakKeyDictionary()
         self.schema = schema
         self.queries = Queries(schema)
         self.supports_pipeline = Capabilities().has_pipeline()
@@ -233,7 +237,7 @@ class PostgresSaver(SaverCore):
         return schema_error(self.schema, revision)
 
     def _run_on(self, conn: Connection[Any], run: OpRun[T], *, atomic: bool) -> T:
-        cur = cursor_of(conn)
+        cur = cursor_of(conn, self.cursors)
         in_pipe = self.pipe is not None and conn is self.conn
         if atomic:
             with conn.transaction():

@@ -5,12 +5,15 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import weakref
 
 import psycopg
 import pytest
+from psycopg.rows import dict_row
 
+from pgcheckpoint import PostgresSaver
 from pgcheckpoint.arrays import ByteaArray, Int4Array, TextArray
-from pgcheckpoint.drivers import cursor_of
+from pgcheckpoint.drivers import Cursors, cursor_of
 
 
 def test_arrays_arrive_as_sent(db_dsn: str) -> None:
@@ -103,13 +106,24 @@ def test_values_of_the_wrong_kind_are_refused(db_dsn: str) -> None:
 
 
 def test_one_cursor_per_connection_until_its_encoding_changes(db_dsn: str) -> None:
+    kept: Cursors = weakref.WeakKeyDictionary()
     with psycopg.connect(db_dsn, autocommit=True) as conn:
-        first = cursor_of(conn)
-        assert cursor_of(conn) is first
+        first = cursor_of(conn, kept)
+        assert cursor_of(conn, kept) is first
         conn.execute("SET client_encoding TO 'LATIN1'")
-        second = cursor_of(conn)
+        second = cursor_of(conn, kept)
         assert second is not first  # its text values are now encoded for LATIN1
         second.execute("SELECT %s::text[] AS t", [TextArray(["é"])])
         assert second.fetchone() == {"t": ["é"]}
     with pytest.raises(psycopg.OperationalError, match="closed"):
-        cursor_of(conn)
+        cursor_of(conn, kept)
+
+
+def test_two_savers_on_one_connection_keep_their_own_cursors(db_dsn: str) -> None:
+    # each saver's lock guards its own cursor; one shared cursor could hand one
+    # saver's rows to the other
+    with psycopg.connect(db_dsn, autocommit=True, row_factory=dict_row) as conn:
+        first, second = PostgresSaver(conn), PostgresSaver(conn)
+        config = {"configurable": {"thread_id": "t"}}
+        assert first.get_tuple(config) is None and second.get_tuple(config) is None  # type: ignore[arg-type]
+        assert first.cursors[conn][1] is not second.cursors[conn][1]

@@ -452,3 +452,15 @@ def test_strict_msgpack_allowlists_reach_the_inner_serializer() -> None:
     assert clone.serde.inner is not inner
     assert clone.serde.loads_typed(s.dumps_typed({"a": 1})) == {"a": 1}
     assert core.with_allowlist([("my.module", "Other")]) is core
+
+
+def test_one_widened_copy_per_allowlist_with_its_own_decoded_values() -> None:
+    core = SaverCore(serde=JsonPlusSerializer(allowed_msgpack_modules=[("my.module", "Other")]))
+    core.seed_cache[("t", "", "m", "d")] = ["decoded by the narrower serializer"]
+    clone = core.with_allowlist([("my.module", "Thing")])
+    assert clone is not core
+    assert core.with_allowlist([("my.module", "Thing")]) is clone  # LangGraph asks every run
+    assert core.with_allowlist([("my.module", "Another")]) is not clone
+    # what a serializer decodes depends on its allowlist; stored bytes do not
+    assert len(clone.seed_cache) == 0 and clone.write_cache is not core.write_cache
+    assert clone.append_cache is core.append_cache
