@@ -726,6 +726,7 @@ class SaverCore(BaseCheckpointSaver[str]):
         gets its own copy.
         """
         data = row["blob"] or b""
+        kept = len(data) <= _MAX_CACHED_WRITE_BYTES
         cache_key = (
             thread_id,
             ns,
@@ -733,18 +734,16 @@ class SaverCore(BaseCheckpointSaver[str]):
             row["task_id"],
             str(row["idx"]),
             row["type"],
-            hashlib.blake2b(data, digest_size=16).hexdigest(),
+            hashlib.blake2b(data, digest_size=16).hexdigest() if kept else "",
         )
-        cached = _lru_get(self.write_cache, cache_key)
+        cached = _lru_get(self.write_cache, cache_key) if kept else _MISSING
         if cached is _MISSING:
             aad = binding("write", thread_id, ns, row["checkpoint_id"], row["task_id"], row["idx"])
             cached = self.load_value(row["type"], row["blob"], aad)
-            if len(data) > _MAX_CACHED_WRITE_BYTES or not _copies_whole(cached):
+            if not kept or not _copies_whole(cached):
                 return cached
             _lru_put(self.write_cache, cache_key, cached, self.write_cache_size)
-        if isinstance(cached, list):
-            return copy_items(cached, containers=True)
-        return copy_items([cached], containers=True)[0]
+        return _copy_containers(cached)
 
     @property
     def write_cache(self) -> OrderedDict[tuple[str, ...], Any]:
@@ -1059,11 +1058,7 @@ class SaverCore(BaseCheckpointSaver[str]):
         columns of `checkpoint_tuple_from`: per channel its pieces, the full
         value first, then the deltas on it.
         """
-        found = yield from self._stored_values_op(
-            [r["thread_id"] for r in rows],
-            [r["checkpoint_ns"] for r in rows],
-            [r["checkpoint_id"] for r in rows],
-        )
+        found = yield from self._stored_values_op(checkpoint_keys(rows))
         pieces: dict[tuple[str, str, str, str], Row] = {}
         alive: set[tuple[str, str, str]] = set()
         for piece in found:
@@ -1103,20 +1098,9 @@ class SaverCore(BaseCheckpointSaver[str]):
             kept.append(row)
         return kept
 
-    def _stored_values_op(
-        self, thread_ids: list[str], checkpoint_nss: list[str], checkpoint_ids: list[str]
-    ) -> Op[list[Row]]:
-        """The stored values of some checkpoints, each piece once (`listed_values`)."""
-        rows = yield Stmt(
-            "listed_values",
-            {
-                "thread_ids": TextArray(thread_ids),
-                "checkpoint_nss": TextArray(checkpoint_nss),
-                "checkpoint_ids": TextArray(checkpoint_ids),
-                "max_depth": MAX_CHAIN_DEPTH,
-            },
-            fetch=True,
-        )
+    def _stored_values_op(self, keys: dict[str, Any]) -> Op[list[Row]]:
+        """The stored values of some checkpoints (`checkpoint_keys`), each piece once."""
+        rows = yield Stmt("listed_values", keys, fetch=True)
         return rows
 
     def delete_thread_op(self, thread_id: str) -> Op[None]:
@@ -1173,11 +1157,7 @@ class SaverCore(BaseCheckpointSaver[str]):
                 "checkpoint_nss": [r["checkpoint_ns"] for r in rows],
                 "checkpoint_ids": [r["checkpoint_id"] for r in rows],
             }
-            stored = yield from self._stored_values_op(
-                [source] * len(rows),
-                [r["checkpoint_ns"] for r in rows],
-                [r["checkpoint_id"] for r in rows],
-            )
+            stored = yield from self._stored_values_op(checkpoint_keys(rows, thread_id=source))
             blobs = [b for b in stored if b["kind"] == "v"]
             writes = yield Stmt("thread_writes_of_checkpoints", page, fetch=True)
             params: dict[str, Any] = {"thread_id": target}
@@ -1347,22 +1327,14 @@ class SaverCore(BaseCheckpointSaver[str]):
         if not kept:
             return set()
         rows = yield Stmt(
-            "rebuild_dependencies",
-            prepare=False,
-            params={
-                "thread_ids": [r["thread_id"] for r in kept],
-                "checkpoint_nss": [r["checkpoint_ns"] for r in kept],
-                "checkpoint_ids": [r["checkpoint_id"] for r in kept],
-                "max_depth": MAX_CHAIN_DEPTH,
-            },
-            fetch=True,
+            "rebuild_dependencies", prepare=False, params=checkpoint_keys(kept), fetch=True
         )
         return {_key(r) for r in rows}
 
     def _delete_checkpoints_op(self, doomed: Sequence[Row]) -> Op[None]:
         if not doomed:
             return
-        yield Stmt("delete_checkpoints", doomed_params(doomed))
+        yield Stmt("delete_checkpoints", checkpoint_keys(doomed))
 
     def _assemble_delta_history(
         self, thread_id: str, ns: str, channels: Sequence[str], rows: Sequence[Row]
@@ -1533,12 +1505,24 @@ class ListingMemo:
 LOCK_CLASS_MAINTENANCE = 0x70676374
 
 
-def doomed_params(doomed: Sequence[Row]) -> dict[str, Any]:
-    """The parameters of `delete_checkpoints` (and its dry run) for these checkpoints."""
+def checkpoint_keys(rows: Sequence[Row], *, thread_id: str | None = None) -> dict[str, Any]:
+    """The parameters of a statement about a set of checkpoints: their keys as three
+    parallel arrays, and the bound of a parent-chain walk (`delete_checkpoints`,
+    `measure_checkpoints`, `rebuild_dependencies`, `listed_values`).
+
+    `thread_id` names the thread of rows that do not carry it.
+
+    Example:
+        >>> checkpoint_keys([{"checkpoint_ns": "", "checkpoint_id": "c1"}], thread_id="t")[
+        ...     "thread_ids"]
+        ['t']
+    """
     return {
-        "thread_ids": [r["thread_id"] for r in doomed],
-        "checkpoint_nss": [r["checkpoint_ns"] for r in doomed],
-        "checkpoint_ids": [r["checkpoint_id"] for r in doomed],
+        "thread_ids": TextArray(
+            [r["thread_id"] for r in rows] if thread_id is None else [thread_id] * len(rows)
+        ),
+        "checkpoint_nss": TextArray([r["checkpoint_ns"] for r in rows]),
+        "checkpoint_ids": TextArray([r["checkpoint_id"] for r in rows]),
         "max_depth": MAX_CHAIN_DEPTH,
     }
 

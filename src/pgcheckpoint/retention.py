@@ -51,7 +51,7 @@ from typing import Any
 from psycopg import sql
 from psycopg.errors import DeadlockDetected, ForeignKeyViolation, LockNotAvailable
 
-from .core import LOCK_CLASS_MAINTENANCE, Op, Row, SaverCore, Stmt, doomed_params
+from .core import LOCK_CLASS_MAINTENANCE, Op, Row, SaverCore, Stmt, checkpoint_keys
 from .errors import InvalidInputError
 from .locking import LOCK_CLASS_THREAD, thread_lock_key
 
@@ -477,7 +477,7 @@ def _trim_batch_op(
         return {"skipped": skipped}
     measured = yield Stmt(
         "measure_checkpoints" if dry_run else "delete_checkpoints",
-        doomed_params(doomed),
+        checkpoint_keys(doomed),
         fetch=True,
     )
     trimmed = sorted({r["thread_id"] for r in doomed})

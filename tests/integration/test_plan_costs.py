@@ -17,7 +17,7 @@ import pytest
 from psycopg.rows import dict_row
 
 from pgcheckpoint import PostgresSaver
-from pgcheckpoint.core import Stmt, doomed_params
+from pgcheckpoint.core import Stmt, checkpoint_keys
 
 from .test_listing import grow_chat
 
@@ -95,7 +95,7 @@ def test_maintenance(populated: tuple[str, PostgresSaver]) -> None:
     rebuild = next(saver._needed_for_op(kept))
     stmts = [
         rebuild,
-        Stmt("delete_checkpoints", doomed_params(doomed)),
-        Stmt("measure_checkpoints", doomed_params(doomed)),
+        Stmt("delete_checkpoints", checkpoint_keys(doomed)),
+        Stmt("measure_checkpoints", checkpoint_keys(doomed)),
     ]
     assert_cheap(dsn, saver, stmts)
