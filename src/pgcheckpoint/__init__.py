@@ -21,7 +21,7 @@ from .errors import (
     ThreadBusyError,
     UnserializableValueError,
 )
-from .rotation import rotate_key
+from .maintenance.rotation import rotate_key
 from .saver import PostgresSaver
 
 __all__ = [

@@ -15,7 +15,6 @@ import weakref
 from collections.abc import (
     AsyncIterator,  # async-only
     Callable,
-    Generator,
     Iterator,
     Mapping,
     Sequence,
@@ -39,11 +38,10 @@ from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from . import migrate
-from .core import Op, Row, SaverCore, thread_of
+from .core import SaverCore
 from .drivers import (
     SCHEMA_ERRORS,
     Cursors,
-    OpRun,
     conninfo_of,
     cursor_of,
     pool_settings,
@@ -70,8 +68,15 @@ from .locking import (
     resume_command,
     slots_timeout_message,
 )
+from .maintenance.retention import (
+    DEFAULT_BATCH_SIZE,
+    PruneReport,
+    keep_last_sweep,
+    older_than_sweep,
+)
+from .ops import On, Op, OpRun, Row, Sweep
 from .queries import Queries
-from .retention import DEFAULT_BATCH_SIZE, PruneReport, keep_last_sweep, older_than_sweep
+from .validate import thread_of
 
 __all__ = ["AsyncPostgresSaver"]
 
@@ -189,9 +194,27 @@ class AsyncPostgresSaver(SaverCore):
             async with self.lock:
                 yield self.conn
 
-    async def _run(
+    async def run(
         self, op: Op[T], *, atomic: bool = False, restart: Callable[[], Op[T]] | None = None
     ) -> T:
+        """Run an op (`pgcheckpoint.ops`) to its result: the one way every operation runs.
+
+        Over a pool, on a connection taken for the op; over one connection,
+        under the saver's lock. A schema that lacks a table raises
+        `SchemaOutOfDateError` naming the command that fixes it.
+
+        Args:
+            op: The op.
+            atomic: Run it in one transaction (else each statement commits
+                on its own, or joins the caller's open transaction).
+            restart: For an op that only reads: makes it anew, so a connection
+                lost at any of its statements starts it over on another one.
+
+        Example:
+            >>> from pgcheckpoint.maintenance.stats import storage_stats_op
+            >>> (await saver.run(storage_stats_op(saver.schema))).threads  # doctest: +SKIP
+            12
+        """
         try:
             run = OpRun(op, pooled=isinstance(self.conn, AsyncConnectionPool), restart=restart)
         except StopIteration as done:  # nothing to run
@@ -217,24 +240,34 @@ class AsyncPostgresSaver(SaverCore):
                 raise
             raise error from exc
 
-    async def _run_each(self, ops: Generator[Op[Any], Any, T]) -> T:
-        # Runs each op the generator yields in a transaction of its own; its
-        # result, or its error, goes back into the generator.
+    async def run_each(self, sweep: Sweep[T]) -> T:
+        """Run a sweep: each op it yields in a transaction of its own, to its result.
+
+        Each op's result goes back into the sweep, or its error is raised there
+        (the sweep may handle it and go on). An `On(saver, op)` runs on that saver.
+
+        Example:
+            >>> from pgcheckpoint.maintenance.rotation import rotation_sweep
+            >>> report = await saver.run_each(rotation_sweep(saver))  # doctest: +SKIP
+        """
         try:
-            op = next(ops)
+            step = next(sweep)
             while True:
                 try:
-                    result = await self._run(op, atomic=True)
+                    if isinstance(step, On):
+                        result = await step.saver.run(step.op, atomic=True)
+                    else:
+                        result = await self.run(step, atomic=True)
                 except Exception as exc:
-                    op = ops.throw(exc)
+                    step = sweep.throw(exc)
                 else:
-                    op = ops.send(result)
+                    step = sweep.send(result)
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
 
     async def _schema_error(self) -> SchemaOutOfDateError | None:
         try:
-            revision = await self._run(schema_revision_op(self.schema))
+            revision = await self.run(schema_revision_op(self.schema))
         except Exception:  # the original error says more than a failed check
             return None
         return schema_error(self.schema, revision)
@@ -269,11 +302,12 @@ class AsyncPostgresSaver(SaverCore):
     async def _drive(self, cur: AsyncCursor[DictRow], op: Op[T] | OpRun[T]) -> T:
         try:
             run = op if isinstance(op, OpRun) else OpRun(op)
+            prepare = self.queries.prepare
             stmt = run.first
             while True:
                 try:
                     await cur.execute(
-                        self.queries[stmt.name], stmt.params, prepare=stmt.prepare
+                        self.queries[stmt.name], stmt.params, prepare=prepare[stmt.name]
                     )
                     rows = await cur.fetchall() if stmt.fetch else []
                 except Error as exc:  # raised at the op's yield: it may handle it
@@ -306,7 +340,7 @@ class AsyncPostgresSaver(SaverCore):
         Example:
             >>> await saver.aget_tuple({"configurable": {"thread_id": "t1"}})  # doctest: +SKIP
         """
-        return await self._run(self.get_tuple_op(config))
+        return await self.run(self.get_tuple_op(config))
 
     async def alist(
         self,
@@ -325,7 +359,7 @@ class AsyncPostgresSaver(SaverCore):
             return self.list_op(config, filter=filter, before=before, limit=limit)
 
         # two statements that only read: a lost connection starts the listing over
-        rows, recheck = await self._run(listing(), restart=listing)
+        rows, recheck = await self.run(listing(), restart=listing)
         # sync-only: yield from self.decode_listed(rows, recheck, limit)
         for tup in self.decode_listed(rows, recheck, limit):  # async-only
             yield tup  # async-only
@@ -342,7 +376,7 @@ class AsyncPostgresSaver(SaverCore):
         Example:
             >>> await saver.aput(config, checkpoint, {"source": "input"}, {})  # doctest: +SKIP
         """
-        return await self._run(self.put_op(config, checkpoint, metadata, new_versions))
+        return await self.run(self.put_op(config, checkpoint, metadata, new_versions))
 
     async def aput_writes(
         self,
@@ -356,7 +390,7 @@ class AsyncPostgresSaver(SaverCore):
         Example:
             >>> await saver.aput_writes(config, [("messages", ["hi"])], "t")  # doctest: +SKIP
         """
-        await self._run(self.put_writes_op(config, writes, task_id, task_path))
+        await self.run(self.put_writes_op(config, writes, task_id, task_path))
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Delete a thread: every checkpoint, value and write of it.
@@ -364,7 +398,7 @@ class AsyncPostgresSaver(SaverCore):
         Example:
             >>> await saver.adelete_thread("t1")  # doctest: +SKIP
         """
-        await self._run(self.delete_thread_op(thread_id))
+        await self.run(self.delete_thread_op(thread_id))
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy a thread's whole history to another thread id.
@@ -372,7 +406,7 @@ class AsyncPostgresSaver(SaverCore):
         Example:
             >>> await saver.acopy_thread("t1", "t1-copy")  # doctest: +SKIP
         """
-        await self._run(self.copy_thread_op(source_thread_id, target_thread_id), atomic=True)
+        await self.run(self.copy_thread_op(source_thread_id, target_thread_id), atomic=True)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Keep only each namespace's latest checkpoint, or delete the threads.
@@ -383,7 +417,7 @@ class AsyncPostgresSaver(SaverCore):
         Example:
             >>> await saver.aprune(["t1", "t2"], strategy="keep_latest")  # doctest: +SKIP
         """
-        await self._run(self.prune_op(thread_ids, strategy=strategy), atomic=True)
+        await self.run(self.prune_op(thread_ids, strategy=strategy), atomic=True)
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints and writes that the given runs created.
@@ -391,7 +425,7 @@ class AsyncPostgresSaver(SaverCore):
         Example:
             >>> await saver.adelete_for_runs(["run-1"])  # doctest: +SKIP
         """
-        await self._run(self.delete_for_runs_op(run_ids), atomic=True)
+        await self.run(self.delete_for_runs_op(run_ids), atomic=True)
 
     async def aprune_older_than(
         self,
@@ -430,7 +464,7 @@ class AsyncPostgresSaver(SaverCore):
             >>> report.threads, report.checkpoints  # doctest: +SKIP
             (12, 480)
         """
-        return await self._run_each(
+        return await self.run_each(
             older_than_sweep(
                 self,
                 older_than,
@@ -463,7 +497,7 @@ class AsyncPostgresSaver(SaverCore):
             >>> (await saver.aprune_keep_last(20, dry_run=True)).checkpoints  # doctest: +SKIP
             1200
         """
-        return await self._run_each(
+        return await self.run_each(
             keep_last_sweep(
                 self,
                 keep,
@@ -489,7 +523,7 @@ class AsyncPostgresSaver(SaverCore):
         def history() -> Op[dict[str, DeltaChannelHistory]]:
             return self.delta_history_op(config, wanted)
 
-        return await self._run(history(), restart=history)
+        return await self.run(history(), restart=history)
 
     # async-only: begin
     # -- BaseCheckpointSaver, sync (from another thread) ------------------------------
@@ -706,7 +740,7 @@ class AsyncPostgresSaver(SaverCore):
                 conn = await pool.getconn()
                 try:
                     # held for a whole run, so worth a round trip: one an outage
-                    # broke is replaced, as `_run` replaces one
+                    # broke is replaced, as `run` replaces one
                     await pool.check_connection(conn)
                 except Error:
                     await pool.putconn(conn)

@@ -36,8 +36,8 @@ from Crypto.Random import get_random_bytes
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from .core import describe_binding, seal_value, unseal_value
 from .errors import DecryptionError, InvalidInputError
+from .values import describe_binding, seal_value, unseal_value
 
 __all__ = [
     "KEYS_ENV",

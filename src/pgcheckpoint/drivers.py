@@ -1,4 +1,4 @@
-"""Pieces both drivers share: pool settings, conninfo, error translation.
+"""Pieces both drivers share: pool settings, conninfo, the kept cursor, error translation.
 
 Example:
     >>> from pgcheckpoint.drivers import pool_settings
@@ -9,55 +9,26 @@ Example:
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Mapping
-from typing import Any, Generic, TypeVar, overload
+from collections.abc import Mapping
+from typing import Any, overload
 
 from psycopg import (
     AsyncConnection,
     AsyncCursor,
     Connection,
     Cursor,
-    Error,
-    OperationalError,
     errors,
 )
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
-from .core import Op, Row, Stmt
 from .errors import PgCheckpointError, PoolTimeoutError, SchemaOutOfDateError
-
-T = TypeVar("T")
+from .ops import Op, Stmt
 
 # What a statement raises when the schema lacks a table or column it expects. The
 # drivers catch these (free until raised) and ask `schema_error` what to say.
 SCHEMA_ERRORS = (errors.UndefinedTable, errors.UndefinedColumn)
-
-# Statements a saver over a pool runs once more, on another connection, when the
-# connection is lost while one runs as its op's first (so nothing of the op is
-# lost but that statement, which may or may not have committed): reads, locks
-# that end with their transaction, and writes whose second run leaves what the
-# first left (an upsert of the same values, an insert that skips existing rows,
-# a delete). Every public operation starts with one of these.
-RETRY_SAFE = frozenset(
-    {
-        "get_latest_checkpoint",
-        "get_checkpoint_by_id",
-        "list_checkpoints",
-        "list_thread_checkpoints",
-        "delta_channel_history",
-        "run_checkpoints",
-        "thread_checkpoints_page",
-        "version_table_exists",
-        "lock_threads_for_maintenance",
-        "put_checkpoint",
-        "insert_writes",
-        "upsert_writes",
-        "delete_thread",
-        "copy_thread",
-    }
-)
 
 # Connection options psycopg takes that are not libpq parameters.
 _NOT_LIBPQ = {"autocommit", "prepare_threshold", "row_factory", "cursor_factory", "context"}
@@ -111,82 +82,6 @@ def conninfo_of(
     if password:
         params["password"] = password
     return make_conninfo("", **params)
-
-
-class OpRun(Generic[T]):
-    """An op in a driver's hands, and whether it may start over on another connection.
-
-    Creating one runs the op to its first statement (no I/O, so a bad argument
-    fails before a connection is taken); `StopIteration` means it needed none.
-    The driver executes the statement, then gives the op its rows (`send`) or
-    its error (`throw`), which return the next statement. A connection lost
-    while the first statement runs leaves the op untouched: with a pool, and a
-    statement in `RETRY_SAFE`, `throw` raises the error without giving it to
-    the op, `may_retry` says yes, and the driver runs `again()` once, on
-    another connection. An op that only reads passes `restart` (a function that
-    makes it anew): then a connection lost at any of its statements starts it
-    over from the first.
-
-    Example:
-        >>> run = OpRun(schema_revision_op("public"), pooled=True)
-        >>> run.first.name
-        'version_table_exists'
-    """
-
-    __slots__ = ("first", "op", "pooled", "restart", "retried", "started")
-
-    def __init__(
-        self,
-        op: Op[T],
-        *,
-        pooled: bool = False,
-        restart: Callable[[], Op[T]] | None = None,
-    ) -> None:
-        self.op = op
-        self.pooled = pooled
-        self.restart = restart
-        self.first = next(op)
-        self.started = False  # the op has seen the outcome of a statement
-        self.retried = False
-
-    def send(self, rows: list[Row]) -> Stmt:
-        self.started = True
-        return self.op.send(rows)
-
-    def throw(self, exc: Error, conn: Connection[Any] | AsyncConnection[Any]) -> Stmt:
-        if self.may_retry(exc, conn):
-            raise exc
-        self.started = True
-        return self.op.throw(exc)
-
-    def may_retry(self, exc: BaseException, conn: Connection[Any] | AsyncConnection[Any]) -> bool:
-        """Whether `exc`, raised on `conn`, lets the op start over on another connection."""
-        lost = (
-            self.pooled
-            and not self.retried
-            and isinstance(exc, OperationalError)
-            and conn.closed  # lost, not a statement that failed on a live session
-        )
-        if not lost:
-            return False
-        if self.restart is not None:
-            return True
-        return not self.started and self.first.name in RETRY_SAFE
-
-    def again(self) -> OpRun[T]:
-        """What to run on the next connection, once: this run, or the op made anew.
-
-        An op that has seen no outcome yet runs from its first statement; one that
-        has goes through `restart`, which raises StopIteration if the new op needs
-        no statement.
-        """
-        if self.started and self.restart is not None:
-            self.op.close()
-            run = OpRun(self.restart(), pooled=self.pooled, restart=self.restart)
-        else:
-            run = self
-        run.retried = True
-        return run
 
 
 Cursors = weakref.WeakKeyDictionary[Any, tuple[str, Any]]

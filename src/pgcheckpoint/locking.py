@@ -1,4 +1,19 @@
-"""Thread locks: one worker at a time runs a thread, written once without I/O.
+"""Every advisory lock pgcheckpoint takes, and thread locks written once without I/O.
+
+pgcheckpoint's advisory locks are two-key locks `(class, key)`; the classes
+below keep its kinds of lock apart from each other, and two-key locks never
+meet one-bigint advisory locks, so another application's locks only collide
+with these if it also uses two-key locks with one of these first keys:
+
+- `LOCK_CLASS_MIGRATE` ("pgcm"): session lock that serialises migrations of
+  one schema (`migration_lock_key`);
+- `LOCK_CLASS_MAINTENANCE` ("pgct"): transaction lock of one thread taken by
+  prune, delete_for_runs and the retention sweeps;
+- `LOCK_CLASS_THREAD` ("pgcl"): session lock of one thread held while a worker
+  runs it (`lock_thread`, `resume`; `thread_lock_key`).
+
+`sql/retention.sql` (the pg_cron procedure) spells the same numbers in SQL; a
+test checks they agree.
 
 A LangGraph thread is one chain of checkpoints. Two workers that resume it at
 once both read the same checkpoint, both run the node, and fork the chain.
@@ -29,6 +44,7 @@ import logging
 import math
 import threading
 import weakref
+import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -38,23 +54,27 @@ from typing import Any, Protocol, TypeVar
 from langchain_core.runnables import RunnableConfig
 from psycopg import errors as pg_errors
 
-from .core import Op, Stmt, check_id
 from .errors import InvalidInputError, PgCheckpointError, ThreadBusyError
+from .ops import Op, Stmt
+from .validate import check_id
 
 __all__ = [
+    "LOCK_CLASS_MAINTENANCE",
+    "LOCK_CLASS_MIGRATE",
     "LOCK_CLASS_THREAD",
     "ResumableGraph",
     "ThreadLock",
     "acquire_op",
     "check_timeout",
+    "migration_lock_key",
     "release_op",
     "thread_lock_key",
 ]
 
 logger = logging.getLogger("pgcheckpoint")
 
-# First key of the session advisory locks that guard a thread's runs ("pgcl").
-# Distinct from 0x7067636D (migrations) and 0x70676374 (maintenance).
+LOCK_CLASS_MIGRATE = 0x7067636D
+LOCK_CLASS_MAINTENANCE = 0x70676374
 LOCK_CLASS_THREAD = 0x7067636C
 # Thread and schema are separated by NUL, which neither can contain.
 _KEY_DOMAIN = b"pgcheckpoint/thread-lock\x00"
@@ -85,6 +105,17 @@ def thread_lock_key(thread_id: str, schema: str = "public") -> int:
     """
     data = _KEY_DOMAIN + schema.encode("utf-8") + b"\x00" + thread_id.encode("utf-8")
     return int.from_bytes(hashlib.sha256(data).digest()[:4], "big", signed=True)
+
+
+def migration_lock_key(schema: str) -> int:
+    """The second key of the lock that serialises migrations of `schema` (a CRC-32).
+
+    Example:
+        >>> migration_lock_key("public") == migration_lock_key("public")
+        True
+    """
+    value = zlib.crc32(f"migrate:{schema}".encode())
+    return value - (1 << 32) if value >= 1 << 31 else value
 
 
 def check_timeout(timeout: float | None) -> float | None:

@@ -19,7 +19,6 @@ import io
 import logging
 import shlex
 import time
-import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager, redirect_stdout
 
@@ -30,10 +29,10 @@ from alembic.script import ScriptDirectory
 from psycopg import sql
 
 from .errors import PgCheckpointError
+from .locking import LOCK_CLASS_MIGRATE, migration_lock_key
 from .resources import migrations_dir
 
 __all__ = [
-    "LOCK_CLASS_MIGRATE",
     "TABLES",
     "VERSION_TABLE",
     "create_index_concurrently",
@@ -54,9 +53,6 @@ __all__ = [
 VERSION_TABLE = "pgcheckpoint_alembic_version"
 # The tables the savers read and write at run time (a revision adding one adds it here).
 TABLES = ("pgc_checkpoints", "pgc_blobs", "pgc_writes")
-# First key of pgcheckpoint's two-key advisory locks ("pgcm" in ASCII); the
-# second is a hash of the schema. Two-key locks never meet one-bigint locks.
-LOCK_CLASS_MIGRATE = 0x7067636D
 
 _log = logging.getLogger(__name__)
 
@@ -112,11 +108,6 @@ def schema_option(schema: str) -> str:
     return "" if schema == "public" else f" --schema {shlex.quote(schema)}"
 
 
-def _signed32(data: str) -> int:
-    value = zlib.crc32(data.encode("utf-8"))
-    return value - (1 << 32) if value >= 1 << 31 else value
-
-
 def _config(conninfo: str | None, schema: str) -> Config:
     cfg = Config()
     cfg.set_main_option("script_location", str(migrations_dir()))
@@ -141,7 +132,7 @@ def migration_lock(
         >>> with migration_lock("postgresql://postgres@127.0.0.1/app"):  # doctest: +SKIP
         ...     pass
     """
-    key = _signed32(f"migrate:{schema}")
+    key = migration_lock_key(schema)
     with psycopg.connect(conninfo, autocommit=True) as conn:
         deadline = time.monotonic() + timeout
         delay = 0.05

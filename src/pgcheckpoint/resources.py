@@ -7,7 +7,7 @@ next to `src/` win, so a stale copy left in site-packages is never read.
 
 Example:
     >>> from pgcheckpoint.resources import sql_dir
-    >>> (sql_dir() / "queries.sql").is_file()
+    >>> (sql_dir() / "queries" / "_fragments.sql").is_file()
     True
 """
 
@@ -51,4 +51,4 @@ def sql_dir() -> Path:
         >>> sql_dir().name in ("sql", "_sql")
         True
     """
-    return _find("sql", "_sql", "queries.sql")
+    return _find("sql", "_sql", "queries/_fragments.sql")

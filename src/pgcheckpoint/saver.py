@@ -15,7 +15,6 @@ import threading
 import weakref
 from collections.abc import (
     Callable,
-    Generator,
     Iterator,
     Mapping,
     Sequence,
@@ -39,11 +38,10 @@ from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from . import migrate
-from .core import Op, Row, SaverCore, thread_of
+from .core import SaverCore
 from .drivers import (
     SCHEMA_ERRORS,
     Cursors,
-    OpRun,
     conninfo_of,
     cursor_of,
     pool_settings,
@@ -69,8 +67,15 @@ from .locking import (
     resume_command,
     slots_timeout_message,
 )
+from .maintenance.retention import (
+    DEFAULT_BATCH_SIZE,
+    PruneReport,
+    keep_last_sweep,
+    older_than_sweep,
+)
+from .ops import On, Op, OpRun, Row, Sweep
 from .queries import Queries
-from .retention import DEFAULT_BATCH_SIZE, PruneReport, keep_last_sweep, older_than_sweep
+from .validate import thread_of
 
 __all__ = ["PostgresSaver"]
 
@@ -186,9 +191,27 @@ class PostgresSaver(SaverCore):
             with self.lock:
                 yield self.conn
 
-    def _run(
+    def run(
         self, op: Op[T], *, atomic: bool = False, restart: Callable[[], Op[T]] | None = None
     ) -> T:
+        """Run an op (`pgcheckpoint.ops`) to its result: the one way every operation runs.
+
+        Over a pool, on a connection taken for the op; over one connection,
+        under the saver's lock. A schema that lacks a table raises
+        `SchemaOutOfDateError` naming the command that fixes it.
+
+        Args:
+            op: The op.
+            atomic: Run it in one transaction (else each statement commits
+                on its own, or joins the caller's open transaction).
+            restart: For an op that only reads: makes it anew, so a connection
+                lost at any of its statements starts it over on another one.
+
+        Example:
+            >>> from pgcheckpoint.maintenance.stats import storage_stats_op
+            >>> (saver.run(storage_stats_op(saver.schema))).threads  # doctest: +SKIP
+            12
+        """
         try:
             run = OpRun(op, pooled=isinstance(self.conn, ConnectionPool), restart=restart)
         except StopIteration as done:  # nothing to run
@@ -214,24 +237,34 @@ class PostgresSaver(SaverCore):
                 raise
             raise error from exc
 
-    def _run_each(self, ops: Generator[Op[Any], Any, T]) -> T:
-        # Runs each op the generator yields in a transaction of its own; its
-        # result, or its error, goes back into the generator.
+    def run_each(self, sweep: Sweep[T]) -> T:
+        """Run a sweep: each op it yields in a transaction of its own, to its result.
+
+        Each op's result goes back into the sweep, or its error is raised there
+        (the sweep may handle it and go on). An `On(saver, op)` runs on that saver.
+
+        Example:
+            >>> from pgcheckpoint.maintenance.rotation import rotation_sweep
+            >>> report = saver.run_each(rotation_sweep(saver))  # doctest: +SKIP
+        """
         try:
-            op = next(ops)
+            step = next(sweep)
             while True:
                 try:
-                    result = self._run(op, atomic=True)
+                    if isinstance(step, On):
+                        result = step.saver.run(step.op, atomic=True)
+                    else:
+                        result = self.run(step, atomic=True)
                 except Exception as exc:
-                    op = ops.throw(exc)
+                    step = sweep.throw(exc)
                 else:
-                    op = ops.send(result)
+                    step = sweep.send(result)
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
 
     def _schema_error(self) -> SchemaOutOfDateError | None:
         try:
-            revision = self._run(schema_revision_op(self.schema))
+            revision = self.run(schema_revision_op(self.schema))
         except Exception:  # the original error says more than a failed check
             return None
         return schema_error(self.schema, revision)
@@ -266,11 +299,12 @@ class PostgresSaver(SaverCore):
     def _drive(self, cur: Cursor[DictRow], op: Op[T] | OpRun[T]) -> T:
         try:
             run = op if isinstance(op, OpRun) else OpRun(op)
+            prepare = self.queries.prepare
             stmt = run.first
             while True:
                 try:
                     cur.execute(
-                        self.queries[stmt.name], stmt.params, prepare=stmt.prepare
+                        self.queries[stmt.name], stmt.params, prepare=prepare[stmt.name]
                     )
                     rows = cur.fetchall() if stmt.fetch else []
                 except Error as exc:  # raised at the op's yield: it may handle it
@@ -289,7 +323,7 @@ class PostgresSaver(SaverCore):
         Example:
             >>> saver.get_tuple({"configurable": {"thread_id": "t1"}})  # doctest: +SKIP
         """
-        return self._run(self.get_tuple_op(config))
+        return self.run(self.get_tuple_op(config))
 
     def list(
         self,
@@ -308,7 +342,7 @@ class PostgresSaver(SaverCore):
             return self.list_op(config, filter=filter, before=before, limit=limit)
 
         # two statements that only read: a lost connection starts the listing over
-        rows, recheck = self._run(listing(), restart=listing)
+        rows, recheck = self.run(listing(), restart=listing)
         yield from self.decode_listed(rows, recheck, limit)
 
     def put(
@@ -323,7 +357,7 @@ class PostgresSaver(SaverCore):
         Example:
             >>> saver.put(config, checkpoint, {"source": "input"}, {})  # doctest: +SKIP
         """
-        return self._run(self.put_op(config, checkpoint, metadata, new_versions))
+        return self.run(self.put_op(config, checkpoint, metadata, new_versions))
 
     def put_writes(
         self,
@@ -337,7 +371,7 @@ class PostgresSaver(SaverCore):
         Example:
             >>> saver.put_writes(config, [("messages", ["hi"])], "t")  # doctest: +SKIP
         """
-        self._run(self.put_writes_op(config, writes, task_id, task_path))
+        self.run(self.put_writes_op(config, writes, task_id, task_path))
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete a thread: every checkpoint, value and write of it.
@@ -345,7 +379,7 @@ class PostgresSaver(SaverCore):
         Example:
             >>> saver.delete_thread("t1")  # doctest: +SKIP
         """
-        self._run(self.delete_thread_op(thread_id))
+        self.run(self.delete_thread_op(thread_id))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy a thread's whole history to another thread id.
@@ -353,7 +387,7 @@ class PostgresSaver(SaverCore):
         Example:
             >>> saver.copy_thread("t1", "t1-copy")  # doctest: +SKIP
         """
-        self._run(self.copy_thread_op(source_thread_id, target_thread_id), atomic=True)
+        self.run(self.copy_thread_op(source_thread_id, target_thread_id), atomic=True)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Keep only each namespace's latest checkpoint, or delete the threads.
@@ -364,7 +398,7 @@ class PostgresSaver(SaverCore):
         Example:
             >>> saver.prune(["t1", "t2"], strategy="keep_latest")  # doctest: +SKIP
         """
-        self._run(self.prune_op(thread_ids, strategy=strategy), atomic=True)
+        self.run(self.prune_op(thread_ids, strategy=strategy), atomic=True)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints and writes that the given runs created.
@@ -372,7 +406,7 @@ class PostgresSaver(SaverCore):
         Example:
             >>> saver.delete_for_runs(["run-1"])  # doctest: +SKIP
         """
-        self._run(self.delete_for_runs_op(run_ids), atomic=True)
+        self.run(self.delete_for_runs_op(run_ids), atomic=True)
 
     def prune_older_than(
         self,
@@ -411,7 +445,7 @@ class PostgresSaver(SaverCore):
             >>> report.threads, report.checkpoints  # doctest: +SKIP
             (12, 480)
         """
-        return self._run_each(
+        return self.run_each(
             older_than_sweep(
                 self,
                 older_than,
@@ -444,7 +478,7 @@ class PostgresSaver(SaverCore):
             >>> (saver.prune_keep_last(20, dry_run=True)).checkpoints  # doctest: +SKIP
             1200
         """
-        return self._run_each(
+        return self.run_each(
             keep_last_sweep(
                 self,
                 keep,
@@ -470,7 +504,7 @@ class PostgresSaver(SaverCore):
         def history() -> Op[dict[str, DeltaChannelHistory]]:
             return self.delta_history_op(config, wanted)
 
-        return self._run(history(), restart=history)
+        return self.run(history(), restart=history)
 
 
     # -- thread locks -------------------------------------------------------------
@@ -573,7 +607,7 @@ class PostgresSaver(SaverCore):
                 conn = pool.getconn()
                 try:
                     # held for a whole run, so worth a round trip: one an outage
-                    # broke is replaced, as `_run` replaces one
+                    # broke is replaced, as `run` replaces one
                     pool.check_connection(conn)
                 except Error:
                     pool.putconn(conn)

@@ -60,10 +60,13 @@ from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.checkpoint.serde.types import ERROR, INTERRUPT, RESUME, TASKS
 from psycopg.types.json import Jsonb
 
-from .core import Op, Row, SaverCore, Sealer, Stmt, binding, check_id
+from .core import SaverCore
 from .crypto import KEYS_ENV, PLAINTEXT_LABEL, cipher_label
 from .errors import DecryptionError
 from .locking import LOCK_CLASS_THREAD, thread_lock_key
+from .ops import Op, Row, Stmt
+from .validate import check_id
+from .values import Sealer, binding
 
 __all__ = [
     "SEALED",
@@ -710,7 +713,7 @@ def thread_page_op(
     namespace's count, and the subgraphs that ran from the page.
 
     Example:
-        >>> page = saver._run(thread_page_op(saver, "t1", limit=20))  # doctest: +SKIP
+        >>> page = saver.run(thread_page_op(saver, "t1", limit=20))  # doctest: +SKIP
     """
     thread_id = check_id("thread_id", thread_id)
     checkpoint_ns = check_id("checkpoint_ns", checkpoint_ns)
@@ -946,7 +949,7 @@ def recent_threads_op(
             of these (JSONB `@>`).
 
     Example:
-        >>> saver._run(recent_threads_op(saver, limit=5))  # doctest: +SKIP
+        >>> saver.run(recent_threads_op(saver, limit=5))  # doctest: +SKIP
     """
     filters = None if metadata is None else [Jsonb(dict(m)) for m in metadata]
     rows = yield Stmt(
@@ -989,7 +992,7 @@ def resolve_checkpoint_op(
     """The checkpoint ids of a namespace that are `ref` or end with it (at most 5).
 
     Example:
-        >>> saver._run(resolve_checkpoint_op(saver, "t1", "", "9b512346"))  # doctest: +SKIP
+        >>> saver.run(resolve_checkpoint_op(saver, "t1", "", "9b512346"))  # doctest: +SKIP
         ['1f1ec4f0-3152-6245-8004-cdb09b512346']
     """
     rows = yield Stmt(
@@ -1013,7 +1016,7 @@ def checkpoint_values_op(
         DecryptionError: The values are encrypted and no key is configured.
 
     Example:
-        >>> saver._run(checkpoint_values_op(saver, "t1", "", cid)).checkpoint  # doctest: +SKIP
+        >>> saver.run(checkpoint_values_op(saver, "t1", "", cid)).checkpoint  # doctest: +SKIP
     """
     params = {
         "thread_id": check_id("thread_id", thread_id),

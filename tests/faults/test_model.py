@@ -122,7 +122,7 @@ class SaverModel(InMemorySaver):
         saved = self.storage[thread_id][ns]
         del saved[checkpoint_id]
         self.writes.pop((thread_id, ns, checkpoint_id), None)
-        # pgcheckpoint's choice (queries.sql, delete_checkpoints): a kept
+        # pgcheckpoint's choice (sql/queries/maintenance.sql, delete_checkpoints): a kept
         # checkpoint whose parent went is left without one
         for child, (checkpoint, metadata, parent) in list(saved.items()):
             if parent == checkpoint_id:

@@ -9,7 +9,7 @@ What a user gets, driver by driver, for a saver over a pool (the one
   operation works: no restart of the application;
 - an operation whose connection is lost while its first statement runs is run
   again, once, on a new connection when that statement is safe to repeat
-  (`drivers.RETRY_SAFE`: reads, and writes that leave the same rows when run
+  (`-- retry: safe` in their SQL headers: reads, and writes that leave the same rows when run
   twice); a put is one statement, so it is stored whole, once, or not at all;
 - an operation that only reads (`list`, DeltaChannel history) starts over on a
   new connection, once, whichever of its statements lost the connection;
@@ -39,8 +39,8 @@ from psycopg import sql
 
 from pgcheckpoint import migrate
 from pgcheckpoint.core import SaverCore
-from pgcheckpoint.drivers import RETRY_SAFE, OpRun
-from pgcheckpoint.queries import statement_names
+from pgcheckpoint.ops import OpRun
+from pgcheckpoint.queries import retry_safe, statement_names
 
 from .private_pg import PrivateServer, why_unavailable
 from .support import POOLED, Api, count_rows, open_saver
@@ -356,8 +356,10 @@ async def terminate_waiting_query(dsn: str) -> str:
 # -- which operations may run again: no database needed ---------------------------------
 
 
-def test_every_retry_safe_name_is_a_statement() -> None:
-    assert set(RETRY_SAFE) - statement_names() == set()
+def test_retry_safety_is_read_from_the_statement_headers() -> None:
+    safe = {name for name in statement_names() if retry_safe(name)}
+    assert {"put_checkpoint", "get_latest_checkpoint", "delete_thread"} <= safe
+    assert "delete_checkpoints" not in safe and not retry_safe("no_such_statement")
 
 
 def test_every_public_operation_starts_with_a_statement_safe_to_run_again() -> None:
@@ -381,7 +383,7 @@ def test_every_public_operation_starts_with_a_statement_safe_to_run_again() -> N
         "delta history": core.delta_history_op(with_id, ["m"]),
     }
     firsts = {name: OpRun(op).first.name for name, op in ops.items()}
-    assert {name: first for name, first in firsts.items() if first not in RETRY_SAFE} == {}
+    assert {name: first for name, first in firsts.items() if not retry_safe(first)} == {}
 
 
 def test_put_is_a_single_statement() -> None:
@@ -428,7 +430,7 @@ def test_an_operation_that_has_seen_a_statement_does_not_run_again() -> None:
 
 def test_an_unsafe_first_statement_is_not_run_again() -> None:
     def unsafe() -> Any:
-        from pgcheckpoint.core import Stmt
+        from pgcheckpoint.ops import Stmt
 
         yield Stmt("delete_checkpoints", {})
 

@@ -48,8 +48,9 @@ from psycopg.conninfo import make_conninfo
 from psycopg.errors import ForeignKeyViolation
 
 from pgcheckpoint import MissingParentError, PostgresSaver
-from pgcheckpoint.core import SaverCore, Stmt
-from pgcheckpoint.retention import PruneReport, older_than_sweep
+from pgcheckpoint.core import SaverCore
+from pgcheckpoint.maintenance.retention import PruneReport, older_than_sweep
+from pgcheckpoint.ops import Stmt
 
 MONTH = timedelta(days=30)
 WAIT = 60.0  # an upper bound for something that takes well under a second

@@ -15,7 +15,7 @@ from langgraph.checkpoint.conformance.test_utils import (
 )
 
 from pgcheckpoint import InvalidInputError
-from pgcheckpoint.core import json_projection
+from pgcheckpoint.validate import json_projection
 
 from .conftest import SaverApi
 

@@ -22,7 +22,7 @@ from langgraph.checkpoint.conformance.test_utils import (
 )
 from psycopg.types.json import Jsonb
 
-from pgcheckpoint.core import metadata_matches
+from pgcheckpoint.validate import metadata_matches
 
 from .conftest import SaverApi
 

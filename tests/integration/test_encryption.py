@@ -43,8 +43,8 @@ from pgcheckpoint import (
     rotate_key,
 )
 from pgcheckpoint.cli import main as cli_main
+from pgcheckpoint.maintenance.rotation import rotate_page_op
 from pgcheckpoint.queries import Queries
-from pgcheckpoint.rotation import rotate_page_op
 
 from .conftest import VARIANTS
 from .test_conformance import ThreadedSaver

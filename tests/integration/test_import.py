@@ -28,7 +28,7 @@ from psycopg.conninfo import make_conninfo
 
 from pgcheckpoint import AsyncPostgresSaver, PostgresSaver
 from pgcheckpoint.cli import main
-from pgcheckpoint.importer import LangGraphImporter
+from pgcheckpoint.maintenance.importer import LangGraphImporter
 from pgcheckpoint.migrate import upgrade
 
 # -- graphs -------------------------------------------------------------------------------

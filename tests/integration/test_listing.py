@@ -45,7 +45,7 @@ def test_a_page_reads_each_stored_value_once(db_dsn: str) -> None:
     with PostgresSaver.from_conn_string(db_dsn) as saver:
         values = grow_chat(saver, "chat", 40)
         op = saver.list_op({"configurable": {"thread_id": "chat", "checkpoint_ns": ""}}, limit=10)
-        rows, _ = saver._run(op)
+        rows, _ = saver.run(op)
         assert len(rows) == 10
         listed = [t.checkpoint["channel_values"] for t in saver.decode_listed(rows, None, 10)]
     assert [v["messages"] for v in listed] == values[::-1][:10]

@@ -17,7 +17,7 @@ import pytest
 from psycopg.rows import dict_row
 
 from pgcheckpoint import PostgresSaver
-from pgcheckpoint.core import Stmt, checkpoint_keys
+from pgcheckpoint.ops import Stmt, checkpoint_keys
 
 from .test_listing import grow_chat
 
@@ -92,7 +92,7 @@ def test_maintenance(populated: tuple[str, PostgresSaver]) -> None:
             " WHERE thread_id = 'chat' ORDER BY checkpoint_id"
         ).fetchall()
     doomed, kept = rows[:-50], rows[-50:]
-    rebuild = next(saver._needed_for_op(kept))
+    rebuild = next(saver.needed_for_op(kept))
     stmts = [
         rebuild,
         Stmt("delete_checkpoints", checkpoint_keys(doomed)),

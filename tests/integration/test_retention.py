@@ -40,11 +40,10 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
 from pgcheckpoint import InvalidInputError, MissingParentError, PostgresSaver
-from pgcheckpoint.core import LOCK_CLASS_MAINTENANCE
-from pgcheckpoint.locking import thread_lock_key
+from pgcheckpoint.locking import LOCK_CLASS_MAINTENANCE, thread_lock_key
+from pgcheckpoint.maintenance.retention import PruneReport
 from pgcheckpoint.migrate import upgrade
 from pgcheckpoint.resources import sql_dir
-from pgcheckpoint.retention import PruneReport
 
 from .conftest import SaverApi
 

@@ -13,15 +13,9 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from pydantic import BaseModel, PrivateAttr
 
 from pgcheckpoint import InvalidInputError
-from pgcheckpoint.core import (
-    SaverCore,
-    _copies_whole,
-    check_id,
-    copy_items,
-    json_projection,
-    metadata_matches,
-    thread_of,
-)
+from pgcheckpoint.core import SaverCore
+from pgcheckpoint.fastcopy import copies_whole, copy_items
+from pgcheckpoint.validate import check_id, json_projection, metadata_matches, thread_of
 
 # -- json_projection ---------------------------------------------------------------
 
@@ -243,9 +237,9 @@ def test_copy_items_with_containers_copies_what_is_inside() -> None:
 
 def test_only_values_copied_whole_are_kept_decoded() -> None:
     ai = AIMessage("hi", id="a1", tool_calls=[{"name": "f", "args": {"q": "x"}, "id": "c1"}])
-    assert _copies_whole([ai, {"k": [1, "s", None]}, ("t", 1)])
-    assert not _copies_whole([object()])  # copy.copy would share what it holds
-    assert not _copies_whole(("t", [1]))  # a tuple is shared whole, its list too
+    assert copies_whole([ai, {"k": [1, "s", None]}, ("t", 1)])
+    assert not copies_whole([object()])  # copy.copy would share what it holds
+    assert not copies_whole(("t", [1]))  # a tuple is shared whole, its list too
     private = _WithPrivate(name="p")
     private._cache["x"] = 1
-    assert not _copies_whole(private)
+    assert not copies_whole(private)

@@ -11,9 +11,11 @@ from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from pgcheckpoint import DecryptionError, EncryptedSerde, InvalidInputError
-from pgcheckpoint.core import SaverCore, Sealer, Stmt, binding, describe_binding, sealed_aad
+from pgcheckpoint.core import SaverCore
 from pgcheckpoint.crypto import cipher_label, parse_keys
-from pgcheckpoint.rotation import not_active, rotate_page_op, value_counts_op
+from pgcheckpoint.maintenance.rotation import not_active, rotate_page_op, value_counts_op
+from pgcheckpoint.ops import Stmt
+from pgcheckpoint.values import Sealer, binding, describe_binding, sealed_aad
 
 K1 = bytes(range(32))
 K2 = bytes(range(32, 64))

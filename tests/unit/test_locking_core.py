@@ -11,8 +11,9 @@ import pytest
 from psycopg import errors as pg_errors
 
 from pgcheckpoint import InvalidInputError, PgCheckpointError, ThreadBusyError
-from pgcheckpoint.core import LOCK_CLASS_MAINTENANCE, Op, Stmt
 from pgcheckpoint.locking import (
+    LOCK_CLASS_MAINTENANCE,
+    LOCK_CLASS_MIGRATE,
     LOCK_CLASS_THREAD,
     ThreadLock,
     acquire_op,
@@ -23,7 +24,7 @@ from pgcheckpoint.locking import (
     resume_command,
     thread_lock_key,
 )
-from pgcheckpoint.migrate import LOCK_CLASS_MIGRATE
+from pgcheckpoint.ops import Op, Stmt
 from pgcheckpoint.queries import statement_names
 
 BACKEND = 4242

@@ -1,4 +1,4 @@
-"""Every SQL statement the code names exists in `queries.sql`, with the parameters it is given.
+"""Every SQL statement the code names exists in `sql/queries/`, with the parameters it is given.
 
 The names are read from the package's source: the first argument of every
 `Stmt(...)` (each string in it, so `Stmt("a" if x else "b")` counts both), and
@@ -89,7 +89,7 @@ def test_the_scan_finds_the_core_statements() -> None:
 )
 def test_every_named_statement_exists(module: str, line: int, pattern: str) -> None:
     matching = [name for name in statement_names() if re.fullmatch(pattern, name)]
-    assert matching, f"{module}:{line} runs {pattern!r}, which queries.sql lacks"
+    assert matching, f"{module}:{line} runs {pattern!r}, which sql/queries/ lacks"
 
 
 def test_literal_parameters_cover_the_statement_placeholders() -> None:

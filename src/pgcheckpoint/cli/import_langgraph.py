@@ -18,12 +18,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from collections.abc import Iterator
-from typing import Any, TypeVar
+from typing import Any
 
 from . import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, add_command, resolve_dsn, resolve_schema
-
-T = TypeVar("T")
 
 
 def register(subparsers: Any) -> None:
@@ -81,9 +78,8 @@ def run_import(args: argparse.Namespace) -> int:
     from psycopg.rows import dict_row
 
     from .. import migrate
-    from ..core import SaverCore
-    from ..importer import ImportStats, LangGraphImporter
-    from ..queries import Queries
+    from ..maintenance.importer import LangGraphImporter, import_sweep
+    from ..saver import PostgresSaver
     from .progress import Progress
 
     schema = resolve_schema(args)
@@ -99,82 +95,45 @@ def run_import(args: argparse.Namespace) -> int:
             f"schema {schema!r} is at {revision or 'no revision'}, not {migrate.head()!r}: "
             f"run `{migrate.migrate_command(schema)}` first"
         )
-    importer = LangGraphImporter(
-        SaverCore(serde=serde), source_serde=source_serde, batch_size=args.batch_size
-    )
-    stats = ImportStats()
-    failed: list[str] = []
     # No prepared statements: the command may go through a pooler like the app does.
     with (
         psycopg.connect(from_dsn, autocommit=True, prepare_threshold=None, row_factory=dict_row)
-        as source,
+        as source_conn,
         psycopg.connect(dsn, autocommit=True, prepare_threshold=None, row_factory=dict_row)
-        as target,
+        as target_conn,
     ):
-        runner = _Runner(source, Queries(args.from_schema), target, Queries(schema))
-        total = runner.run(importer.check_source_op(args.from_schema))
-        thread_ids: Iterator[str]
+        source = PostgresSaver(source_conn, schema=args.from_schema)
+        target = PostgresSaver(target_conn, serde=serde, schema=schema)
+        importer = LangGraphImporter(
+            target, source_serde=source_serde, batch_size=args.batch_size
+        )
+        total = source.run(importer.check_source_op(args.from_schema))
+        threads = None
         if args.thread:
-            thread_ids, total = iter(dict.fromkeys(args.thread)), len(set(args.thread))
-        else:
-            thread_ids = _all_thread_ids(runner, importer)
+            threads, total = list(dict.fromkeys(args.thread)), len(set(args.thread))
         with Progress("importing threads", total) as progress:
-            for thread_id in thread_ids:
-                try:
-                    stats.add(runner.run(importer.import_thread_op(thread_id)))
-                except (ValueError, psycopg.DataError) as exc:
-                    # one bad thread (an id too long, a value no serializer reads)
-                    # must not stop the others; the exit code reports it
-                    failed.append(thread_id)
-                    progress.note(f"thread {thread_id!r} not copied: {exc}")
+
+            def advance(thread_id: str, error: Exception | None) -> None:
+                # one bad thread (an id too long, a value no serializer reads)
+                # does not stop the others; the exit code reports it
+                if error is not None:
+                    progress.note(f"thread {thread_id!r} not copied: {error}")
                 progress.advance()
+
+            stats = target.run_each(import_sweep(importer, source, threads, progress=advance))
     print(
         f"copied {stats.checkpoints} checkpoints of {stats.threads} threads from schema "
         f"{args.from_schema!r} into schema {schema!r} ({stats.checkpoints_present} were "
         f"already there; {stats.blobs} values and {stats.writes} pending writes sent)"
     )
-    if failed:
+    if stats.failed:
         print(
-            f"pgcheckpoint: error: {len(failed)} threads were not copied (see above); fix "
-            "them and run the command again: what was copied is kept",
+            f"pgcheckpoint: error: {len(stats.failed)} threads were not copied (see above); "
+            "fix them and run the command again: what was copied is kept",
             file=sys.stderr,
         )
         return EXIT_FAILED
     return EXIT_OK
-
-
-class _Runner:
-    """Runs the importer's statements: `lg_*` on the source, the rest on the target."""
-
-    def __init__(self, source: Any, source_queries: Any, target: Any, target_queries: Any) -> None:
-        self.source = source
-        self.source_queries = source_queries
-        self.target = target
-        self.target_queries = target_queries
-
-    def run(self, op: Any) -> Any:
-        from ..importer import SOURCE_PREFIX
-
-        try:
-            stmt = next(op)
-            while True:
-                on_source = stmt.name.startswith(SOURCE_PREFIX)
-                conn = self.source if on_source else self.target
-                queries = self.source_queries if on_source else self.target_queries
-                cur = conn.execute(queries[stmt.name], stmt.params)
-                stmt = op.send(cur.fetchall() if stmt.fetch else [])
-        except StopIteration as done:
-            return done.value
-
-
-def _all_thread_ids(runner: _Runner, importer: Any) -> Iterator[str]:
-    after: str | None = None
-    while True:
-        ids = runner.run(importer.thread_ids_op(after))
-        if not ids:
-            return
-        yield from ids
-        after = ids[-1]
 
 
 def _load_serde(spec: str, option: str) -> Any:

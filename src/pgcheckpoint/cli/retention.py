@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from . import DURATION_UNITS, EXIT_OK, add_command, positive_int, resolve_dsn, resolve_schema
 
 if TYPE_CHECKING:  # the rest is imported by the handlers, keeping `--help` cheap
-    from ..retention import PruneReport
+    from ..maintenance.retention import PruneReport
 
 DEFAULT_BATCH_SIZE = 100
 DEFAULT_TOP = 10
@@ -217,13 +217,13 @@ def _print_report(report: PruneReport, *, trim: bool) -> None:
 
 def stats_command(args: argparse.Namespace) -> int:
     """Run `pgcheckpoint stats`."""
-    from ..retention import storage_stats_op
+    from ..maintenance.stats import storage_stats_op
     from ..saver import PostgresSaver
 
     dsn = resolve_dsn(args)
     schema = resolve_schema(args)
     with PostgresSaver.from_conn_string(dsn, schema=schema) as saver:
-        stats = saver._run(storage_stats_op(schema, top=args.top))
+        stats = saver.run(storage_stats_op(schema, top=args.top))
     if args.json:
         print(json.dumps(stats.as_dict(), ensure_ascii=False))
         return EXIT_OK

@@ -73,7 +73,7 @@ def rotate_key_command(args: argparse.Namespace) -> int:
     """Run `pgcheckpoint rotate-key`."""
     from ..crypto import EncryptedSerde
     from ..errors import InvalidInputError
-    from ..rotation import VALUE_KINDS, rotate_key
+    from ..maintenance.rotation import VALUE_KINDS, rotate_key
     from .progress import Progress
 
     dsn = resolve_dsn(args)

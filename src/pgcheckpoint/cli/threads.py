@@ -40,7 +40,7 @@ from . import (
 )
 
 if TYPE_CHECKING:
-    from ..core import Op
+    from ..ops import Op
     from ..saver import PostgresSaver
     from ..threadview import CheckpointNode, ThreadPage, ThreadSummary
 
@@ -195,7 +195,7 @@ class _Reader:
         self.saver = saver
 
     def run(self, op: Op[T]) -> T:
-        return self.saver._run(op, atomic=True)
+        return self.saver.run(op, atomic=True)
 
 
 @contextmanager

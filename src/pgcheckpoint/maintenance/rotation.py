@@ -1,7 +1,8 @@
 """Key rotation: re-encrypt every stored value that is not under the active key.
 
-The work is written as I/O-free operations (see `pgcheckpoint.core`), run by
-`rotate_key` over one connection. Each page of rows is read, re-encrypted in
+The work is a sweep (`rotation_sweep`, see `pgcheckpoint.ops`) that either
+saver runs with `run_each`; `rotate_key` runs it on a sync saver over a
+conninfo, a connection or a pool. Each page of rows is read, re-encrypted in
 the client with the same row binding, and written back by one `UPDATE` that
 only touches a row still holding what was read, so the application can keep
 running: a value it saves meanwhile is left as it saved it. Only rows not yet
@@ -9,10 +10,11 @@ under the active key are selected, so an interrupted run resumes where it
 stopped when started again.
 
 Example:
-    >>> from pgcheckpoint.rotation import rotate_key
+    >>> from pgcheckpoint.maintenance.rotation import rotate_key, rotation_sweep
     >>> report = rotate_key("postgresql://postgres@127.0.0.1/app")  # doctest: +SKIP
     >>> report.remaining  # doctest: +SKIP
     {}
+    >>> report = await saver.run_each(rotation_sweep(saver))  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -28,11 +30,13 @@ from psycopg import Connection
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
-from .core import Op, Row, SaverCore, Stmt, binding, seal_value, unseal_value
-from .crypto import LANGGRAPH_EAX_LABEL, PLAINTEXT_LABEL, EncryptedSerde, cipher_label
-from .errors import InvalidInputError
+from ..core import SaverCore
+from ..crypto import LANGGRAPH_EAX_LABEL, PLAINTEXT_LABEL, EncryptedSerde, cipher_label
+from ..errors import InvalidInputError
+from ..ops import Op, Row, Stmt, Sweep
+from ..values import binding, seal_value, unseal_value
 
-__all__ = ["VALUE_KINDS", "RotationReport", "rotate_key"]
+__all__ = ["VALUE_KINDS", "RotationReport", "rotate_key", "rotation_sweep"]
 
 # The kinds of stored values, as `count_values_by_cipher` names them.
 VALUE_KINDS = ("checkpoints", "metadata", "blobs", "writes")
@@ -187,11 +191,69 @@ def _digest(data: bytes | None) -> bytes:
     return hashlib.sha256(data or b"").digest()
 
 
+def rotation_sweep(
+    core: SaverCore,
+    *,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+) -> Sweep[RotationReport]:
+    """Re-encrypt every stored value under the active key of `core.serde`, in batches.
+
+    Run it with `saver.run_each(...)` (or `await saver.run_each(...)`); each
+    page is one transaction. The arguments are those of `rotate_key`.
+
+    Example:
+        >>> report = await saver.run_each(rotation_sweep(saver))  # doctest: +SKIP
+        >>> report.remaining  # doctest: +SKIP
+        {}
+    """
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise InvalidInputError(f"batch_size must be a positive int, not {batch_size!r}")
+    serde = core.serde
+    if not isinstance(serde, EncryptedSerde):
+        raise InvalidInputError(
+            f"key rotation needs the saver's serde to be an EncryptedSerde, not "
+            f"{type(serde).__name__}"
+        )
+    return _rotate(core, serde, batch_size, dry_run, progress)
+
+
+def _rotate(
+    core: SaverCore,
+    serde: EncryptedSerde,
+    batch_size: int,
+    dry_run: bool,
+    progress: Progress | None,
+) -> Sweep[RotationReport]:
+    report = RotationReport(active=serde.active)
+    report.counts = yield value_counts_op()
+    report.to_rotate = sum(not_active(report.counts, serde.active).values())
+    if dry_run:
+        return report
+    done = 0
+    if progress is not None:
+        progress(done, report.to_rotate)
+    for table in _TABLE_KEYS:
+        after: Row | None = None
+        while True:
+            values, skipped, after = yield rotate_page_op(core, table, after, batch_size)
+            report.rotated += values
+            report.skipped += skipped
+            done += values
+            if progress is not None and values:
+                progress(done, max(done, report.to_rotate))
+            if after is None:
+                break
+    report.remaining = not_active((yield value_counts_op()), serde.active)
+    return report
+
+
 @contextmanager
 def _saver(
     conn: str | Connection[Any] | ConnectionPool[Any], serde: EncryptedSerde, schema: str
 ) -> Iterator[Any]:
-    from .saver import PostgresSaver
+    from ..saver import PostgresSaver
 
     if isinstance(conn, str):
         with Connection.connect(
@@ -237,31 +299,10 @@ def rotate_key(
         >>> rotate_key(DSN, serde).remaining  # doctest: +SKIP
         {}
     """
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise InvalidInputError(f"batch_size must be a positive int, not {batch_size!r}")
     serde = EncryptedSerde.from_env() if serde is None else serde
     if not isinstance(serde, EncryptedSerde):
         raise InvalidInputError(f"rotate_key needs an EncryptedSerde, not {type(serde).__name__}")
-    report = RotationReport(active=serde.active)
     with _saver(conn, serde, schema) as saver:
-        report.counts = saver._run(value_counts_op())
-        report.to_rotate = sum(not_active(report.counts, serde.active).values())
-        if dry_run:
-            return report
-        done = 0
-        if progress is not None:
-            progress(done, report.to_rotate)
-        for table in _TABLE_KEYS:
-            after: Row | None = None
-            while True:
-                op = rotate_page_op(saver, table, after, batch_size)
-                values, skipped, after = saver._run(op)
-                report.rotated += values
-                report.skipped += skipped
-                done += values
-                if progress is not None and values:
-                    progress(done, max(done, report.to_rotate))
-                if after is None:
-                    break
-        report.remaining = not_active(saver._run(value_counts_op()), serde.active)
+        sweep = rotation_sweep(saver, batch_size=batch_size, dry_run=dry_run, progress=progress)
+        report: RotationReport = saver.run_each(sweep)
     return report

@@ -1,7 +1,7 @@
 """Retention: delete idle threads or trim history, safely while the application runs.
 
 A sweep is written once, without I/O, as a generator of operations: each one
-it yields is an `Op` (see `pgcheckpoint.core`) that the saver runs in a
+it yields is an `Op` (see `pgcheckpoint.ops`) that the saver runs in a
 transaction of its own, sending back its result, or throwing in its error.
 `PostgresSaver.prune_older_than` and `AsyncPostgresSaver.aprune_older_than`
 (and `prune_keep_last`) only run them.
@@ -48,32 +48,27 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from psycopg import sql
 from psycopg.errors import DeadlockDetected, ForeignKeyViolation, LockNotAvailable
 
-from .core import LOCK_CLASS_MAINTENANCE, Op, Row, SaverCore, Stmt, checkpoint_keys
-from .errors import InvalidInputError
-from .locking import LOCK_CLASS_THREAD, thread_lock_key
+from ..core import SaverCore
+from ..core.maintenance import PRUNE_STRATEGIES
+from ..errors import InvalidInputError
+from ..locking import LOCK_CLASS_MAINTENANCE, LOCK_CLASS_THREAD, thread_lock_key
+from ..ops import Op, Row, Stmt, Sweep, checkpoint_keys, row_key
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
-    "STRATEGIES",
     "PruneReport",
-    "StorageStats",
-    "Sweep",
     "keep_last_sweep",
     "older_than_sweep",
-    "storage_stats_op",
 ]
 
 logger = logging.getLogger("pgcheckpoint")
 
-STRATEGIES = ("delete", "keep_latest")
 DEFAULT_BATCH_SIZE = 100
 # How long a batch waits for a row lock (a put holds its parent's for one
 # statement) before it rolls back and retries its threads one by one.
 LOCK_TIMEOUT = "10s"
-_TABLES = ("pgc_checkpoints", "pgc_blobs", "pgc_writes")
 # Errors of a batch that racing writers cause: retried a thread at a time.
 _RACES = (ForeignKeyViolation, DeadlockDetected, LockNotAvailable)
 
@@ -134,54 +129,6 @@ class PruneReport:
         return asdict(self)
 
 
-@dataclass
-class StorageStats:
-    """What the tables hold: `pgcheckpoint stats`.
-
-    Attributes:
-        threads: Threads with at least one checkpoint.
-        checkpoints: Rows of `pgc_checkpoints`.
-        blobs: Rows of `pgc_blobs` (stored channel values).
-        writes: Rows of `pgc_writes` (pending writes).
-        oldest: When the oldest checkpoint was saved, or None.
-        newest: When the newest checkpoint was saved, or None.
-        tables: Per table: `table_bytes` (heap and TOAST), `index_bytes`,
-            `total_bytes`.
-        largest: The threads whose values take most space, largest first:
-            thread_id, checkpoints, blobs, writes, bytes, oldest, newest.
-
-    Example:
-        >>> StorageStats(threads=0, checkpoints=0, blobs=0, writes=0).tables
-        {}
-    """
-
-    threads: int
-    checkpoints: int
-    blobs: int
-    writes: int
-    oldest: datetime | None = None
-    newest: datetime | None = None
-    tables: dict[str, dict[str, int]] = field(default_factory=dict)
-    largest: list[dict[str, Any]] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        """The stats as JSON-ready data (times in ISO 8601).
-
-        Example:
-            >>> StorageStats(threads=0, checkpoints=0, blobs=0, writes=0).as_dict()["oldest"]
-        """
-
-        def iso(value: datetime | None) -> str | None:
-            return None if value is None else value.isoformat()
-
-        data = asdict(self)
-        data["oldest"], data["newest"] = iso(self.oldest), iso(self.newest)
-        for row in data["largest"]:
-            row["oldest"], row["newest"] = iso(row["oldest"]), iso(row["newest"])
-        return data
-
-
-Sweep = Generator[Op[Any], Any, PruneReport]
 Progress = Callable[[PruneReport], None]
 
 
@@ -204,7 +151,7 @@ def older_than_sweep(
     max_seconds: float | None = None,
     dry_run: bool = False,
     progress: Progress | None = None,
-) -> Sweep:
+) -> Sweep[PruneReport]:
     """Sweep the threads whose newest checkpoint (any namespace) is older than `older_than`.
 
     `delete` deletes them whole; `keep_latest` keeps each one's newest
@@ -217,9 +164,9 @@ def older_than_sweep(
     """
     if not isinstance(older_than, timedelta) or older_than <= timedelta(0):
         raise InvalidInputError(f"older_than must be a positive timedelta, not {older_than!r}")
-    if strategy not in STRATEGIES:
+    if strategy not in PRUNE_STRATEGIES:
         raise InvalidInputError(
-            f"unknown retention strategy {strategy!r}; use one of {STRATEGIES!r}"
+            f"unknown retention strategy {strategy!r}; use one of {PRUNE_STRATEGIES!r}"
         )
     keep = None if strategy == "delete" else 1
     return _sweep(
@@ -243,7 +190,7 @@ def keep_last_sweep(
     max_seconds: float | None = None,
     dry_run: bool = False,
     progress: Progress | None = None,
-) -> Sweep:
+) -> Sweep[PruneReport]:
     """Sweep every thread: keep its newest `keep` checkpoints per namespace, whatever their age.
 
     Older checkpoints that a kept one needs to be rebuilt (`DeltaChannel`
@@ -302,7 +249,7 @@ def _sweep(
     dry_run: bool,
     progress: Progress | None,
     clock: Callable[[], float] = time.monotonic,
-) -> Sweep:
+) -> Sweep[PruneReport]:
     started = clock()
     report = PruneReport(dry_run=dry_run)
     cutoff: datetime | None = None
@@ -471,8 +418,8 @@ def _trim_batch_op(
     rows = yield Stmt(
         "retention_ranked_checkpoints", {"thread_ids": held, "cutoff": cutoff}, fetch=True
     )
-    needed = yield from core._needed_for_op(r for r in rows if r["rank"] <= keep)
-    doomed = [r for r in rows if r["rank"] > keep and _key(r) not in needed]
+    needed = yield from core.needed_for_op(r for r in rows if r["rank"] <= keep)
+    doomed = [r for r in rows if r["rank"] > keep and row_key(r) not in needed]
     if not doomed:
         return {"skipped": skipped}
     measured = yield Stmt(
@@ -500,40 +447,3 @@ def _trim_batch_op(
 
 def _key(row: Row) -> tuple[str, str, str]:
     return (row["thread_id"], row["checkpoint_ns"], row["checkpoint_id"])
-
-
-def storage_stats_op(schema: str = "public", *, top: int = 10) -> Op[StorageStats]:
-    """Read what the tables hold: rows, bytes on disk, activity, the largest threads.
-
-    Example:
-        >>> next(storage_stats_op()).name
-        'storage_counts'
-    """
-    if isinstance(top, bool) or not isinstance(top, int) or top < 0:
-        raise InvalidInputError(f"top must be a non-negative int, not {top!r}")
-    rows = yield Stmt("storage_counts", fetch=True)
-    stats = StorageStats(**{k: v for k, v in rows[0].items()})
-    sizes = yield Stmt(
-        "storage_table_sizes",
-        {
-            "names": list(_TABLES),
-            "relations": [sql.Identifier(schema, t).as_string(None) for t in _TABLES],
-        },
-        fetch=True,
-    )
-    stats.tables = {
-        r["table_name"]: {k: int(r[k]) for k in ("table_bytes", "index_bytes", "total_bytes")}
-        for r in sizes
-    }
-    if top:
-        largest = yield Stmt("storage_largest_threads", {"limit": top}, fetch=True)
-        stats.largest = [
-            {
-                "thread_id": r["thread_id"],
-                **{k: int(r[k]) for k in ("checkpoints", "blobs", "writes", "bytes")},
-                "oldest": r["oldest"],
-                "newest": r["newest"],
-            }
-            for r in largest
-        ]
-    return stats

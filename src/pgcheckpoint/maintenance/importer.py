@@ -3,14 +3,12 @@
 The official saver keeps a checkpoint as JSONB with its primitive channel
 values inline (`checkpoints`), the other values as serialised bytes per channel
 version (`checkpoint_blobs`), and pending writes as serialised bytes
-(`checkpoint_writes`). `LangGraphImporter.import_thread_op` reads one thread
-from those tables a page of checkpoints at a time and yields, per page, one
-`insert_copied_rows` statement that stores it in pgcheckpoint's tables; rows
-already there are left alone, so an import can be re-run and resumed.
-
-Statements whose name starts with `SOURCE_PREFIX` read the official tables
-(possibly on another database); the rest write pgcheckpoint's. The command
-`pgcheckpoint import-langgraph` runs them.
+(`checkpoint_writes`). `import_sweep` copies threads from those tables a
+page of checkpoints at a time: it reads a page on a saver over the official
+tables (the source, perhaps on another database, as `On(source, op)`), then
+stores it with one `insert_copied_rows` statement on the saver that runs the
+sweep; rows already there are left alone, so an import can be re-run and
+resumed. The command `pgcheckpoint import-langgraph` runs it.
 
 Values go through pgcheckpoint's core: serialised bytes are kept as they are
 (the official saver and pgcheckpoint both default to LangGraph's
@@ -23,39 +21,32 @@ Checkpoints older than format v4 kept the sends of a step as writes to the
 own channel values, as the official saver does when it reads them.
 
 Example:
-    >>> from pgcheckpoint.core import SaverCore
-    >>> importer = LangGraphImporter(SaverCore())
-    >>> next(importer.import_thread_op("t1")).name
-    'thread_checkpoint_ids'
+    >>> from pgcheckpoint.maintenance.importer import LangGraphImporter, import_sweep
+    >>> source = PostgresSaver(conn, schema="public")  # doctest: +SKIP
+    >>> stats = saver.run_each(import_sweep(LangGraphImporter(saver), source))  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.types import TASKS
+from psycopg import DataError
 
-from .core import (
-    COPIED_BLOB_COLUMNS,
-    COPIED_CHECKPOINT_COLUMNS,
-    COPIED_WRITE_COLUMNS,
-    Op,
-    SaverCore,
-    Stmt,
-    binding,
-    check_id,
-)
-from .errors import InvalidInputError, PgCheckpointError
+from ..core import SaverCore
+from ..core.maintenance import COPIED_BLOB_COLUMNS, COPIED_CHECKPOINT_COLUMNS, COPIED_WRITE_COLUMNS
+from ..errors import InvalidInputError, PgCheckpointError
+from ..ops import On, Op, Stmt, Sweep
+from ..validate import check_id
+from ..values import binding
 
-__all__ = ["SOURCE_PREFIX", "ImportStats", "LangGraphImporter", "SourceSchemaError"]
+__all__ = ["ImportStats", "LangGraphImporter", "SourceSchemaError", "import_sweep"]
 
-# Statements on the official saver's tables; the others write pgcheckpoint's.
-SOURCE_PREFIX = "lg_"
 # The official saver's migrations up to the one adding checkpoint_writes.task_path.
 REQUIRED_SOURCE_MIGRATION = 9
 _SOURCE_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
@@ -80,6 +71,7 @@ class ImportStats:
         checkpoints_present: Checkpoints left alone because they were already there.
         blobs: Channel values copied (values already there are skipped by the database).
         writes: Pending writes sent (writes already there are skipped by the database).
+        failed: Threads not copied, with the reason (a sweep goes on with the others).
 
     Example:
         >>> ImportStats(threads=1).checkpoints
@@ -91,6 +83,7 @@ class ImportStats:
     checkpoints_present: int = 0
     blobs: int = 0
     writes: int = 0
+    failed: dict[str, str] = field(default_factory=dict)
 
     def add(self, other: ImportStats) -> None:
         """Add another import's counts to these.
@@ -104,6 +97,7 @@ class ImportStats:
         self.checkpoints_present += other.checkpoints_present
         self.blobs += other.blobs
         self.writes += other.writes
+        self.failed.update(other.failed)
 
 
 class LangGraphImporter:
@@ -170,75 +164,91 @@ class LangGraphImporter:
 
     # -- one thread -----------------------------------------------------------------------
 
-    def import_thread_op(self, thread_id: str) -> Op[ImportStats]:
-        """Copy one thread, a page of checkpoints per statement.
+    def source_page_op(
+        self, thread_id: str, after: tuple[str, str] | None, present: set[tuple[str, str]]
+    ) -> Op[tuple[list[dict[str, Any]], dict[str, Any], int]]:
+        """Read a page of a thread's checkpoints from the source, with what they refer to.
+
+        Returns the page and the parameters of `insert_copied_rows` for the
+        checkpoints of it not `present` yet (their writes are still sent, so
+        writes added since an earlier run arrive), and how many were present.
+        """
+        page = yield Stmt(
+            "lg_checkpoints_page",
+            {
+                "thread_id": thread_id,
+                "after_ns": None if after is None else after[0],
+                "after_id": None if after is None else after[1],
+                "limit": self.batch_size,
+            },
+            fetch=True,
+        )
+        if not page:
+            return page, {}, 0
+        todo = [r for r in page if (r["checkpoint_ns"], r["checkpoint_id"]) not in present]
+        writes = yield Stmt(
+            "lg_writes_of_checkpoints",
+            {
+                "thread_id": thread_id,
+                "checkpoint_nss": [r["checkpoint_ns"] for r in page],
+                "checkpoint_ids": [r["checkpoint_id"] for r in page],
+            },
+            fetch=True,
+        )
+        blobs: list[dict[str, Any]] = []
+        sends: list[dict[str, Any]] = []
+        if todo:
+            wanted = sorted(
+                {
+                    (r["checkpoint_ns"], str(channel), str(version))
+                    for r in todo
+                    for channel, version in _versions(r["checkpoint"]).items()
+                }
+            )
+            blobs = yield Stmt(
+                "lg_blobs",
+                {
+                    "thread_id": thread_id,
+                    "checkpoint_nss": [w[0] for w in wanted],
+                    "channels": [w[1] for w in wanted],
+                    "versions": [w[2] for w in wanted],
+                },
+                fetch=True,
+            )
+            legacy = [r for r in todo if _needs_sends_migrated(r)]
+            if legacy:
+                sends = yield Stmt(
+                    "lg_pending_sends",
+                    {
+                        "thread_id": thread_id,
+                        "checkpoint_nss": [r["checkpoint_ns"] for r in legacy],
+                        "checkpoint_ids": [r["parent_checkpoint_id"] for r in legacy],
+                    },
+                    fetch=True,
+                )
+        params = self.page_params(thread_id, todo, blobs, writes, sends)
+        return page, params, len(page) - len(todo)
+
+    def import_thread_sweep(self, thread_id: str, source: Any) -> Sweep[ImportStats]:
+        """Copy one thread, a page of checkpoints per transaction.
 
         Checkpoints already in pgcheckpoint's tables are skipped; their pending
         writes are still sent, so writes added since an earlier run arrive.
         """
         thread_id = check_id("thread_id", thread_id)
         stats = ImportStats(threads=1)
-        rows = yield Stmt("thread_checkpoint_ids", {"thread_ids": [thread_id]}, fetch=True)
+        rows = yield _fetch(Stmt("thread_checkpoint_ids", {"thread_ids": [thread_id]}, fetch=True))
         present = {(r["checkpoint_ns"], r["checkpoint_id"]) for r in rows}
         after: tuple[str, str] | None = None
         while True:
-            page = yield Stmt(
-                "lg_checkpoints_page",
-                {
-                    "thread_id": thread_id,
-                    "after_ns": None if after is None else after[0],
-                    "after_id": None if after is None else after[1],
-                    "limit": self.batch_size,
-                },
-                fetch=True,
+            page, params, skipped = yield On(
+                source, self.source_page_op(thread_id, after, present)
             )
             if not page:
                 return stats
-            todo = [r for r in page if (r["checkpoint_ns"], r["checkpoint_id"]) not in present]
-            stats.checkpoints_present += len(page) - len(todo)
-            writes = yield Stmt(
-                "lg_writes_of_checkpoints",
-                {
-                    "thread_id": thread_id,
-                    "checkpoint_nss": [r["checkpoint_ns"] for r in page],
-                    "checkpoint_ids": [r["checkpoint_id"] for r in page],
-                },
-                fetch=True,
-            )
-            blobs: list[dict[str, Any]] = []
-            sends: list[dict[str, Any]] = []
-            if todo:
-                wanted = sorted(
-                    {
-                        (r["checkpoint_ns"], str(channel), str(version))
-                        for r in todo
-                        for channel, version in _versions(r["checkpoint"]).items()
-                    }
-                )
-                blobs = yield Stmt(
-                    "lg_blobs",
-                    {
-                        "thread_id": thread_id,
-                        "checkpoint_nss": [w[0] for w in wanted],
-                        "channels": [w[1] for w in wanted],
-                        "versions": [w[2] for w in wanted],
-                    },
-                    fetch=True,
-                )
-                legacy = [r for r in todo if _needs_sends_migrated(r)]
-                if legacy:
-                    sends = yield Stmt(
-                        "lg_pending_sends",
-                        {
-                            "thread_id": thread_id,
-                            "checkpoint_nss": [r["checkpoint_ns"] for r in legacy],
-                            "checkpoint_ids": [r["parent_checkpoint_id"] for r in legacy],
-                        },
-                        fetch=True,
-                    )
-            params = self.page_params(thread_id, todo, blobs, writes, sends)
-            yield Stmt("insert_copied_rows", params)
-            stats.checkpoints += len(todo)
+            stats.checkpoints_present += skipped
+            yield _fetch(Stmt("insert_copied_rows", params))
+            stats.checkpoints += len(params["checkpoint_id"])
             stats.blobs += len(params["blob_type"])
             stats.writes += len(params["write_type"])
             if len(page) < self.batch_size:
@@ -428,6 +438,62 @@ class LangGraphImporter:
     def _load(self, type_: str, data: bytes) -> Any:
         serde = self.source_serde or self.core.inner_serde
         return serde.loads_typed((type_, data))
+
+
+def import_sweep(
+    importer: LangGraphImporter,
+    source: Any,
+    thread_ids: Iterable[str] | None = None,
+    *,
+    progress: Callable[[str, Exception | None], None] | None = None,
+) -> Sweep[ImportStats]:
+    """Copy threads from the official tables that `source` (a saver) reads.
+
+    Run it with the target saver's `run_each`; `source` is a saver of the same
+    kind (sync or async) whose schema holds the official tables. A thread that
+    cannot be copied (an id too long, a value no serializer reads) is recorded
+    in `failed` and the sweep goes on; what was copied is kept.
+
+    Args:
+        importer: How rows are converted (serializers, page size).
+        source: The saver over the official saver's tables.
+        thread_ids: The threads to copy (default: every thread of the source).
+        progress: Called after each thread with its id and its error, if any.
+
+    Example:
+        >>> stats = saver.run_each(import_sweep(importer, source))  # doctest: +SKIP
+        >>> stats.checkpoints  # doctest: +SKIP
+        120
+    """
+    stats = ImportStats()
+
+    def copy(thread_id: str) -> Sweep[None]:
+        error: Exception | None = None
+        try:
+            stats.add((yield from importer.import_thread_sweep(thread_id, source)))
+        except (ValueError, DataError) as exc:
+            error = exc
+            stats.failed[str(thread_id)] = str(exc)
+        if progress is not None:
+            progress(str(thread_id), error)
+
+    if thread_ids is not None:
+        for thread_id in dict.fromkeys(thread_ids):
+            yield from copy(thread_id)
+        return stats
+    after: str | None = None
+    while True:
+        ids = yield On(source, importer.thread_ids_op(after))
+        if not ids:
+            return stats
+        for thread_id in ids:
+            yield from copy(thread_id)
+        after = ids[-1]
+
+
+def _fetch(stmt: Stmt) -> Op[list[Any]]:
+    rows = yield stmt
+    return rows
 
 
 def _versions(checkpoint: Mapping[str, Any]) -> dict[str, Any]:

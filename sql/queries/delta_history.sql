@@ -1,0 +1,90 @@
+-- DeltaChannel history: writes and seed along a checkpoint's parent chain.
+
+-- name: delta_channel_history
+-- retry: safe
+-- One round trip: walks the target's parent chain inside Postgres, per channel
+-- down to the nearest ancestor that stores a value for it, and returns the
+-- writes on the way ('w') and the stored seeds ('s' from blobs, 'i' for values
+-- kept inline in their checkpoint, whose channels `found` lists). At each
+-- ancestor, `walking` holds the channels not found below it (its writes count
+-- for them) and `found` those of them it stores; each is probed once.
+WITH RECURSIVE walk(checkpoint_id, parent_checkpoint_id, depth, walking, found) AS (
+    SELECT c.checkpoint_id, c.parent_checkpoint_id, 0, %(channels)s::text[], ARRAY[]::text[]
+    FROM {schema}.pgc_checkpoints c
+    WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns = %(checkpoint_ns)s
+      AND c.checkpoint_id = %(checkpoint_id)s
+    UNION ALL
+    SELECT p.checkpoint_id, p.parent_checkpoint_id, w.depth + 1, n.walking,
+           ARRAY(
+               SELECT ch FROM unnest(n.walking) AS ch
+               {stored_value_probe}
+               WHERE ch = ANY(p.inline_channels) OR stored.hit
+           )
+    FROM walk w
+    CROSS JOIN LATERAL (
+        SELECT ARRAY(SELECT ch FROM unnest(w.walking) AS ch WHERE NOT (ch = ANY(w.found)))
+            AS walking
+    ) n
+    -- LATERAL ... LIMIT 1 lookups by primary key keep every key column in the
+    -- index condition, also in a prepared statement's generic plan (a plain
+    -- join there scanned the whole thread at each step).
+    CROSS JOIN LATERAL (
+        SELECT * FROM {schema}.pgc_checkpoints p
+        WHERE p.thread_id = %(thread_id)s AND p.checkpoint_ns = %(checkpoint_ns)s
+          AND p.checkpoint_id = w.parent_checkpoint_id
+        LIMIT 1
+    ) p
+    WHERE cardinality(n.walking) > 0 AND w.depth < %(max_depth)s
+), holders AS (
+    -- the few ancestors that store a seed, looked up again only for those
+    SELECT w.depth, w.checkpoint_id, w.found, p.channel_versions, p.inline_channels,
+           p.type, p.checkpoint
+    FROM walk w
+    CROSS JOIN LATERAL (
+        SELECT * FROM {schema}.pgc_checkpoints p
+        WHERE p.thread_id = %(thread_id)s AND p.checkpoint_ns = %(checkpoint_ns)s
+          AND p.checkpoint_id = w.checkpoint_id
+        LIMIT 1
+    ) p
+    WHERE w.depth > 0 AND cardinality(w.found) > 0
+), seed(depth, checkpoint_id, channel, version, base_version, piece, type, blob) AS (
+    -- A stored seed, with the chain of bases when it is a delta (piece 0 is the
+    -- seed itself, the highest piece the full value).
+    SELECT h.depth, h.checkpoint_id, b.channel, b.version, b.base_version, 0, b.type, b.blob
+    FROM holders h
+    CROSS JOIN LATERAL unnest(h.found) AS f(channel)
+    JOIN LATERAL (
+        SELECT * FROM {schema}.pgc_blobs b
+        WHERE b.thread_id = %(thread_id)s AND b.checkpoint_ns = %(checkpoint_ns)s
+          AND b.channel = f.channel AND b.version = h.channel_versions ->> f.channel
+        LIMIT 1
+    ) b ON true
+    WHERE NOT (f.channel = ANY(h.inline_channels))
+    UNION ALL
+    SELECT s.depth, s.checkpoint_id, b.channel, b.version, b.base_version, s.piece + 1,
+           b.type, b.blob
+    FROM seed s
+    CROSS JOIN LATERAL (
+        SELECT * FROM {schema}.pgc_blobs b
+        WHERE b.thread_id = %(thread_id)s AND b.checkpoint_ns = %(checkpoint_ns)s
+          AND b.channel = s.channel AND b.version = s.base_version
+        LIMIT 1
+    ) b
+)
+SELECT 'w' AS kind, w.depth, w.checkpoint_id, x.channel, NULL::text AS version,
+       NULL::text AS base_version, x.task_path, x.task_id, x.idx, x.type, x.blob,
+       NULL::text[] AS found
+FROM walk w
+JOIN {schema}.pgc_writes x
+  ON x.thread_id = %(thread_id)s AND x.checkpoint_ns = %(checkpoint_ns)s
+ AND x.checkpoint_id = w.checkpoint_id AND x.channel = ANY(w.walking)
+WHERE w.depth > 0
+UNION ALL
+SELECT 's', s.depth, s.checkpoint_id, s.channel, s.version, s.base_version, NULL, NULL,
+       s.piece, s.type, s.blob, NULL
+FROM seed s
+UNION ALL
+SELECT 'i', h.depth, h.checkpoint_id, NULL, NULL, NULL, NULL, NULL, NULL,
+       h.type, h.checkpoint, h.found
+FROM holders h
+WHERE h.found && h.inline_channels

@@ -1,0 +1,107 @@
+-- prune and delete_for_runs: lock threads, find what kept checkpoints need, delete.
+
+-- name: lock_threads_for_maintenance
+-- retry: safe
+-- Serialises maintenance of one thread (prune, delete_for_runs) in this transaction.
+-- Taken in sorted order, so two maintenance runs never deadlock on each other.
+SELECT count(pg_advisory_xact_lock(%(lock_class)s, hashtext(s.t))) AS locked
+FROM (SELECT t FROM unnest(%(thread_ids)s::text[]) AS t ORDER BY t) AS s
+
+-- name: run_checkpoints
+-- retry: safe
+-- The checkpoints a set of runs created, per thread and namespace.
+SELECT thread_id, checkpoint_ns, checkpoint_id
+FROM {schema}.pgc_checkpoints
+WHERE run_id = ANY(%(run_ids)s::text[])
+
+-- name: thread_heads
+-- The newest checkpoint of every namespace of the given threads.
+SELECT DISTINCT ON (thread_id, checkpoint_ns) thread_id, checkpoint_ns, checkpoint_id
+FROM {schema}.pgc_checkpoints
+WHERE thread_id = ANY(%(thread_ids)s::text[])
+ORDER BY thread_id, checkpoint_ns, checkpoint_id DESC
+
+-- name: rebuild_dependencies
+-- prepare: never
+-- Every checkpoint a set of kept checkpoints needs to be rebuilt: walks each one's
+-- parent chain for as long as one of its DeltaChannels (named by LangGraph in the
+-- metadata's counters_since_delta_snapshot) has no stored value there, down to
+-- the ancestor that stores one. The kept checkpoints come back at depth 0.
+WITH RECURSIVE walk(thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, depth, pending) AS (
+    SELECT p.thread_id, p.checkpoint_ns, p.checkpoint_id, p.parent_checkpoint_id, 0,
+           ARRAY(
+               SELECT ch FROM jsonb_object_keys(
+                   CASE WHEN jsonb_typeof(p.metadata -> 'counters_since_delta_snapshot') = 'object'
+                        THEN p.metadata -> 'counters_since_delta_snapshot' ELSE '{}'::jsonb END
+               ) AS ch
+               {stored_value_probe}
+               WHERE p.channel_versions ? ch
+                 AND NOT (ch = ANY(p.inline_channels))
+                 AND stored.hit IS NULL
+           )
+    FROM {schema}.pgc_checkpoints p
+    JOIN unnest(%(thread_ids)s::text[], %(checkpoint_nss)s::text[], %(checkpoint_ids)s::text[])
+         AS k(thread_id, checkpoint_ns, checkpoint_id)
+      ON p.thread_id = k.thread_id AND p.checkpoint_ns = k.checkpoint_ns
+     AND p.checkpoint_id = k.checkpoint_id
+    UNION ALL
+    SELECT p.thread_id, p.checkpoint_ns, p.checkpoint_id, p.parent_checkpoint_id, w.depth + 1,
+           ARRAY(
+               SELECT ch FROM unnest(w.pending) AS ch
+               {stored_value_probe}
+               WHERE NOT (ch = ANY(p.inline_channels)) AND stored.hit IS NULL
+           )
+    FROM walk w
+    JOIN {schema}.pgc_checkpoints p
+      ON p.thread_id = w.thread_id AND p.checkpoint_ns = w.checkpoint_ns
+     AND p.checkpoint_id = w.parent_checkpoint_id
+    WHERE cardinality(w.pending) > 0 AND w.depth < %(max_depth)s
+)
+SELECT DISTINCT thread_id, checkpoint_ns, checkpoint_id FROM walk
+
+-- name: delete_checkpoints
+-- Deletes the listed checkpoints with their writes, then the blobs no remaining
+-- checkpoint of those namespaces reads (directly, or as the base of a delta); a
+-- kept checkpoint whose parent went is left without one. Checkpoints go before
+-- blobs (the blobs to free come from the deleted rows): a put locks its parent
+-- first, then the bases of its deltas, so taking them in that order never
+-- deadlocks with one. Returns what went.
+WITH RECURSIVE doomed AS (
+    SELECT * FROM unnest(%(thread_ids)s::text[], %(checkpoint_nss)s::text[],
+                         %(checkpoint_ids)s::text[]) AS d(thread_id, checkpoint_ns, checkpoint_id)
+), deleted_writes AS (
+    DELETE FROM {schema}.pgc_writes w USING doomed d
+    WHERE w.thread_id = d.thread_id AND w.checkpoint_ns = d.checkpoint_ns
+      AND w.checkpoint_id = d.checkpoint_id
+    RETURNING pg_column_size(w.blob) AS size
+), deleted AS (
+    DELETE FROM {schema}.pgc_checkpoints c USING doomed d
+    WHERE c.thread_id = d.thread_id AND c.checkpoint_ns = d.checkpoint_ns
+      AND c.checkpoint_id = d.checkpoint_id
+    RETURNING c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.channel_versions,
+              {checkpoint_bytes} AS size
+), orphaned AS (
+    UPDATE {schema}.pgc_checkpoints c SET parent_checkpoint_id = NULL
+    FROM deleted d
+    WHERE c.thread_id = d.thread_id AND c.checkpoint_ns = d.checkpoint_ns
+      AND c.parent_checkpoint_id = d.checkpoint_id
+), freed AS (
+    SELECT DISTINCT d.thread_id, d.checkpoint_ns, v.channel, v.version
+    FROM deleted d, jsonb_each_text(d.channel_versions) AS v(channel, version)
+), {blobs_to_drop}, deleted_blobs AS (
+    DELETE FROM {schema}.pgc_blobs b USING dropped f
+    WHERE b.thread_id = f.thread_id AND b.checkpoint_ns = f.checkpoint_ns
+      AND b.channel = f.channel AND b.version = f.version
+    RETURNING coalesce(pg_column_size(b.blob), 0) AS size
+)
+SELECT (SELECT count(*) FROM deleted) AS checkpoints,
+       (SELECT count(*) FROM deleted_writes) AS writes,
+       (SELECT count(*) FROM deleted_blobs) AS blobs,
+       coalesce((SELECT sum(size) FROM deleted), 0)
+       + coalesce((SELECT sum(size) FROM deleted_writes), 0)
+       + coalesce((SELECT sum(size) FROM deleted_blobs), 0) AS bytes
+
+-- name: thread_checkpoint_ids
+SELECT thread_id, checkpoint_ns, checkpoint_id
+FROM {schema}.pgc_checkpoints
+WHERE thread_id = ANY(%(thread_ids)s::text[])

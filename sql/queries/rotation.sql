@@ -1,0 +1,96 @@
+-- Key rotation: count values per key, and re-encrypt them a page at a time.
+
+-- name: count_values_by_cipher
+-- Key rotation: what encrypts each stored value, per kind. `cipher` is the last
+-- `+` part of the type (`aesgcm:<key id>`, `aes` for LangGraph's own format,
+-- anything else or NULL for a value stored unencrypted).
+SELECT 'checkpoints' AS kind, substring(type from '[+]([^+]*)$') AS cipher, count(*) AS n
+FROM {schema}.pgc_checkpoints GROUP BY 2
+UNION ALL
+SELECT 'metadata', substring(metadata_type from '[+]([^+]*)$'), count(*)
+FROM {schema}.pgc_checkpoints GROUP BY 2
+UNION ALL
+SELECT 'blobs', substring(type from '[+]([^+]*)$'), count(*)
+FROM {schema}.pgc_blobs WHERE type <> 'empty' GROUP BY 2
+UNION ALL
+SELECT 'writes', substring(type from '[+]([^+]*)$'), count(*)
+FROM {schema}.pgc_writes GROUP BY 2
+
+-- name: rotation_checkpoints_page
+-- Key rotation: the next checkpoints, in key order, with a value whose type does
+-- not end with `suffix` (the active key's).
+SELECT thread_id, checkpoint_ns, checkpoint_id, type, checkpoint, metadata_type, metadata_blob
+FROM {schema}.pgc_checkpoints
+WHERE (%(after_thread_id)s::text IS NULL
+       OR (thread_id, checkpoint_ns, checkpoint_id)
+          > (%(after_thread_id)s::text, %(after_checkpoint_ns)s::text,
+             %(after_checkpoint_id)s::text))
+  AND (right(type, char_length(%(suffix)s)) <> %(suffix)s
+       OR right(metadata_type, char_length(%(suffix)s)) <> %(suffix)s)
+ORDER BY thread_id, checkpoint_ns, checkpoint_id
+LIMIT %(limit)s
+
+-- name: rotation_update_checkpoints
+-- Key rotation: re-encrypted values go back row by row, only where the row still
+-- holds what was read (same types, same sha256 of the values), so a checkpoint the
+-- application saved again meanwhile is never undone.
+UPDATE {schema}.pgc_checkpoints c
+SET type = u.type, checkpoint = u.checkpoint, metadata_type = u.metadata_type,
+    metadata_blob = u.metadata_blob, metadata = coalesce(u.metadata::jsonb, c.metadata)
+FROM unnest(%(thread_id)s::text[], %(checkpoint_ns)s::text[], %(checkpoint_id)s::text[],
+            %(old_type)s::text[], %(old_digest)s::bytea[], %(old_metadata_type)s::text[],
+            %(old_metadata_digest)s::bytea[], %(type)s::text[], %(checkpoint)s::bytea[],
+            %(metadata_type)s::text[], %(metadata_blob)s::bytea[], %(metadata)s::text[])
+     AS u(thread_id, checkpoint_ns, checkpoint_id, old_type, old_digest, old_metadata_type,
+          old_metadata_digest, type, checkpoint, metadata_type, metadata_blob, metadata)
+WHERE c.thread_id = u.thread_id AND c.checkpoint_ns = u.checkpoint_ns
+  AND c.checkpoint_id = u.checkpoint_id
+  AND c.type = u.old_type AND sha256(c.checkpoint) = u.old_digest
+  AND c.metadata_type = u.old_metadata_type AND sha256(c.metadata_blob) = u.old_metadata_digest
+RETURNING c.thread_id, c.checkpoint_ns, c.checkpoint_id
+
+-- name: rotation_blobs_page
+SELECT thread_id, checkpoint_ns, channel, version, type, blob
+FROM {schema}.pgc_blobs
+WHERE (%(after_thread_id)s::text IS NULL
+       OR (thread_id, checkpoint_ns, channel, version)
+          > (%(after_thread_id)s::text, %(after_checkpoint_ns)s::text,
+             %(after_channel)s::text, %(after_version)s::text))
+  AND type <> 'empty' AND right(type, char_length(%(suffix)s)) <> %(suffix)s
+ORDER BY thread_id, checkpoint_ns, channel, version
+LIMIT %(limit)s
+
+-- name: rotation_update_blobs
+UPDATE {schema}.pgc_blobs b
+SET type = u.type, blob = u.blob
+FROM unnest(%(thread_id)s::text[], %(checkpoint_ns)s::text[], %(channel)s::text[],
+            %(version)s::text[], %(old_type)s::text[], %(old_digest)s::bytea[],
+            %(type)s::text[], %(blob)s::bytea[])
+     AS u(thread_id, checkpoint_ns, channel, version, old_type, old_digest, type, blob)
+WHERE b.thread_id = u.thread_id AND b.checkpoint_ns = u.checkpoint_ns
+  AND b.channel = u.channel AND b.version = u.version
+  AND b.type = u.old_type AND sha256(b.blob) = u.old_digest
+RETURNING b.thread_id, b.checkpoint_ns, b.channel, b.version
+
+-- name: rotation_writes_page
+SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, idx, type, blob
+FROM {schema}.pgc_writes
+WHERE (%(after_thread_id)s::text IS NULL
+       OR (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
+          > (%(after_thread_id)s::text, %(after_checkpoint_ns)s::text,
+             %(after_checkpoint_id)s::text, %(after_task_id)s::text, %(after_idx)s::int))
+  AND right(type, char_length(%(suffix)s)) <> %(suffix)s
+ORDER BY thread_id, checkpoint_ns, checkpoint_id, task_id, idx
+LIMIT %(limit)s
+
+-- name: rotation_update_writes
+UPDATE {schema}.pgc_writes w
+SET type = u.type, blob = u.blob
+FROM unnest(%(thread_id)s::text[], %(checkpoint_ns)s::text[], %(checkpoint_id)s::text[],
+            %(task_id)s::text[], %(idx)s::int[], %(old_type)s::text[], %(old_digest)s::bytea[],
+            %(type)s::text[], %(blob)s::bytea[])
+     AS u(thread_id, checkpoint_ns, checkpoint_id, task_id, idx, old_type, old_digest, type, blob)
+WHERE w.thread_id = u.thread_id AND w.checkpoint_ns = u.checkpoint_ns
+  AND w.checkpoint_id = u.checkpoint_id AND w.task_id = u.task_id AND w.idx = u.idx
+  AND w.type = u.old_type AND sha256(w.blob) = u.old_digest
+RETURNING w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx

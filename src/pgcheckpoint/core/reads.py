@@ -1,0 +1,319 @@
+"""Reading checkpoints: `get_tuple` and `list`, and decoding their rows.
+
+Example:
+    >>> from pgcheckpoint.core import SaverCore
+    >>> next(SaverCore().get_tuple_op({"configurable": {"thread_id": "t1"}})).name
+    'get_latest_checkpoint'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterable, Mapping, Sequence
+from typing import Any, cast
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_id,
+)
+from psycopg.types.json import Jsonb
+
+from ..appends import array_header
+from ..errors import InvalidInputError
+from ..fastcopy import copy_items
+from ..ops import MAX_CHAIN_DEPTH, Op, Row, Stmt, checkpoint_keys, row_key
+from ..validate import (
+    STRUCTURAL_KEYS,
+    check_id,
+    configurable,
+    json_projection,
+    metadata_matches,
+    thread_of,
+)
+from ..values import binding
+from .base import CoreBase
+
+__all__ = ["ListingMemo", "Reads"]
+
+
+class Reads(CoreBase):
+    """The read operations of `SaverCore`.
+
+    Example:
+        >>> from pgcheckpoint.core import SaverCore
+        >>> next(SaverCore().list_op(None, limit=1)).name
+        'list_checkpoints'
+    """
+
+    def get_tuple_op(self, config: RunnableConfig) -> Op[CheckpointTuple | None]:
+        """Load the checkpoint a config names, or the thread's latest."""
+        thread_id, checkpoint_ns = thread_of(config)
+        checkpoint_id = get_checkpoint_id(config)
+        params = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
+        if checkpoint_id:
+            params["checkpoint_id"] = check_id("checkpoint_id", checkpoint_id)
+            rows = yield Stmt("get_checkpoint_by_id", params, fetch=True)
+        else:
+            rows = yield Stmt("get_latest_checkpoint", params, fetch=True)
+        return self.load_tuple(rows[0]) if rows else None
+
+    def list_op(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: Mapping[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Op[tuple[list[Row], Mapping[str, Any] | None]]:
+        """Select the rows `list` yields, newest first.
+
+        Returns the rows and, when the filter could not be expressed exactly in
+        JSONB, the filter to re-check on each decoded tuple.
+        """
+        conf = configurable(config)
+        thread_id = conf.get("thread_id")
+        ns = conf.get("checkpoint_ns")
+        checkpoint_id = conf.get("checkpoint_id")
+        before_id = get_checkpoint_id(before) if before else None
+        if limit is not None and (not isinstance(limit, int) or limit < 0):
+            raise InvalidInputError(f"limit must be a non-negative int or None, not {limit!r}")
+        if filter is not None and not isinstance(filter, Mapping):
+            raise InvalidInputError(f"filter must be a dict, not {type(filter).__name__}")
+        readable = getattr(self.serde, "filterable_metadata", None)
+        if filter and readable is not None:
+            # A key kept only in the encrypted copy would silently match nothing.
+            hidden = [k for k in filter if k not in readable and k not in STRUCTURAL_KEYS]
+            if hidden:
+                raise InvalidInputError(
+                    f"cannot filter on metadata key {hidden[0]!r}: it is stored encrypted; "
+                    f"list it in EncryptedSerde(filterable_metadata=...) (now "
+                    f"{tuple(readable)!r}) to keep it readable in new checkpoints"
+                )
+        projection, lossy = json_projection(dict(filter)) if filter else (None, False)
+        params = {
+            "thread_id": None if thread_id is None else check_id("thread_id", thread_id),
+            "checkpoint_ns": None if ns is None else check_id("checkpoint_ns", ns),
+            "checkpoint_id": None
+            if checkpoint_id is None
+            else check_id("checkpoint_id", checkpoint_id),
+            "before": None if before_id is None else check_id("checkpoint_id", before_id),
+            "filter": None if projection is None else Jsonb(projection),
+            "limit": None if lossy else limit,
+        }
+        one_thread = params["thread_id"] is not None and params["checkpoint_ns"] is not None
+        rows = yield Stmt(
+            "list_thread_checkpoints" if one_thread else "list_checkpoints", params, fetch=True
+        )
+        if rows:
+            rows = yield from self.listed_values_op(rows)
+        return rows, (filter if lossy else None)
+
+    def listed_values_op(self, rows: list[Row]) -> Op[list[Row]]:
+        """Give listed rows their stored values, fetched once for the page.
+
+        Returns the rows whose checkpoints still exist, each with the `blob_*`
+        columns of `checkpoint_tuple_from`: per channel its pieces, the full
+        value first, then the deltas on it.
+        """
+        found = yield from self.stored_values_op(checkpoint_keys(rows))
+        pieces: dict[tuple[str, str, str, str], Row] = {}
+        alive: set[tuple[str, str, str]] = set()
+        for piece in found:
+            if piece["kind"] == "c":
+                alive.add(row_key(piece))
+            else:
+                thread_id, ns = piece["thread_id"], piece["checkpoint_ns"]
+                pieces[(thread_id, ns, piece["channel"], piece["version"])] = piece
+        kept = []
+        for row in rows:
+            if row_key(row) not in alive:
+                continue
+            columns: dict[str, list[Any]] = {
+                "blob_channels": [],
+                "blob_versions": [],
+                "blob_bases": [],
+                "blob_types": [],
+                "blob_values": [],
+            }
+            for channel in sorted(row["channel_versions"] or {}):
+                chain: list[Row] = []
+                # str: rows imported from the official saver's oldest schema have ints
+                at: str | None = str(row["channel_versions"][channel])
+                while at is not None and len(chain) <= MAX_CHAIN_DEPTH:
+                    found_piece = pieces.get((row["thread_id"], row["checkpoint_ns"], channel, at))
+                    if found_piece is None:
+                        break
+                    chain.append(found_piece)
+                    at = found_piece["base_version"]
+                for piece in reversed(chain):
+                    columns["blob_channels"].append(channel)
+                    columns["blob_versions"].append(piece["version"])
+                    columns["blob_bases"].append(piece["base_version"])
+                    columns["blob_types"].append(piece["type"])
+                    columns["blob_values"].append(piece["blob"])
+            row.update(columns)
+            kept.append(row)
+        return kept
+
+    def stored_values_op(self, keys: dict[str, Any]) -> Op[list[Row]]:
+        """The stored values of some checkpoints (`checkpoint_keys`), each piece once."""
+        rows = yield Stmt("listed_values", keys, fetch=True)
+        return rows
+
+    def load_tuple(self, row: Row, memo: ListingMemo | None = None) -> CheckpointTuple:
+        """Decode one row of `checkpoint_tuple_from` into a `CheckpointTuple`.
+
+        `memo` lets the rows of one `list` call share the decoding of list pieces.
+        """
+        thread_id, ns, checkpoint_id = row_key(row)
+        record = self.load_value(
+            row["type"], row["checkpoint"], binding("checkpoint", thread_id, ns, checkpoint_id)
+        )
+        values = dict(record.get("channel_values") or {})
+        # Pieces come grouped by channel, a delta's bases first (see the fragment).
+        pieces: dict[str, list[tuple[str, str, bytes]]] = {}
+        for channel, version, type_, data in zip(
+            row["blob_channels"] or (),
+            row["blob_versions"] or (),
+            row["blob_types"] or (),
+            row["blob_values"] or (),
+            strict=True,
+        ):
+            pieces.setdefault(channel, []).append((version, type_, data))
+        for channel, chain in pieces.items():
+            if chain[-1][1] == "empty":
+                continue
+            key = (thread_id, ns, channel)
+            items = None if memo is None else self.load_list_pieces(key, chain, memo)
+            values[channel] = self.load_blob(key, chain) if items is None else items
+        record["channel_values"] = values
+        record["channel_versions"] = dict(row["channel_versions"] or {})
+        pending = [
+            (
+                task_id,
+                channel,
+                self.load_value(
+                    type_, data, binding("write", thread_id, ns, checkpoint_id, task_id, idx)
+                ),
+            )
+            for task_id, idx, channel, type_, data in zip(
+                row["write_task_ids"] or (),
+                row["write_idxs"] or (),
+                row["write_channels"] or (),
+                row["write_types"] or (),
+                row["write_values"] or (),
+                strict=True,
+            )
+        ]
+        metadata = self.load_value(
+            row["metadata_type"],
+            row["metadata_blob"],
+            binding("metadata", thread_id, ns, checkpoint_id),
+        )
+        parent = row["parent_checkpoint_id"]
+        return CheckpointTuple(
+            config={
+                "configurable": {
+                    "thread_id": thread_id,
+                    "checkpoint_ns": ns,
+                    "checkpoint_id": checkpoint_id,
+                }
+            },
+            checkpoint=cast(Checkpoint, record),
+            metadata=cast(CheckpointMetadata, metadata),
+            parent_config={
+                "configurable": {
+                    "thread_id": thread_id,
+                    "checkpoint_ns": ns,
+                    "checkpoint_id": parent,
+                }
+            }
+            if parent
+            else None,
+            pending_writes=pending,
+        )
+
+    def load_list_pieces(
+        self,
+        key: tuple[str, str, str],
+        pieces: Sequence[tuple[str, str, bytes]],
+        memo: ListingMemo,
+    ) -> list[Any] | None:
+        """The items of a stored list, each piece decoded once per memo; None if not a list.
+
+        Each checkpoint gets its own list of items: shallow copies, but for the
+        last checkpoint to use a piece, so no two returned values share an item.
+        """
+        thread_id, ns, channel = key
+        decoded_pieces: list[tuple[tuple[str, str, str, str], list[Any]]] = []
+        for version, type_, data in pieces:
+            memo_key = (thread_id, ns, channel, version)
+            decoded = memo.decoded.get(memo_key)
+            if decoded is None:
+                aad = binding("blob", thread_id, ns, channel, version)
+                inner_type, raw = self.unpack_value(type_, data, aad)
+                if inner_type != "msgpack" or array_header(raw) is None:
+                    return None
+                decoded = self.inner_serde.loads_typed((inner_type, raw))
+                if not isinstance(decoded, list):
+                    return None
+                memo.decoded[memo_key] = decoded
+            decoded_pieces.append((memo_key, decoded))
+        items: list[Any] = []
+        for memo_key, decoded in decoded_pieces:
+            if memo.release(memo_key):
+                items.extend(decoded)  # no later checkpoint uses this piece
+            else:
+                items.extend(copy_items(decoded))
+        return items
+
+    def decode_listed(
+        self, rows: Iterable[Row], recheck: Mapping[str, Any] | None, limit: int | None
+    ) -> Generator[CheckpointTuple, None, None]:
+        """Decode listed rows lazily, applying a filter JSONB could not hold."""
+        count = 0
+        rows = list(rows)
+        memo = ListingMemo.of(rows)
+        for row in rows:
+            if limit is not None and count >= limit:
+                return
+            tup = self.load_tuple(row, memo)
+            if recheck is not None and not metadata_matches(tup.metadata, recheck):
+                continue
+            count += 1
+            yield tup
+
+
+class ListingMemo:
+    """The list pieces the rows of one `list` call decode once and share.
+
+    It counts the rows that use each piece, so the last one to use it takes
+    the decoded items themselves and the others take copies.
+
+    Example:
+        >>> ListingMemo.of([]).release(("t", "", "m", "v1"))
+        True
+    """
+
+    def __init__(self) -> None:
+        self.decoded: dict[tuple[str, str, str, str], list[Any]] = {}
+        self.uses: dict[tuple[str, str, str, str], int] = {}
+
+    @classmethod
+    def of(cls, rows: Sequence[Row]) -> ListingMemo:
+        """A memo for the listed `rows`."""
+        memo = cls()
+        for row in rows:
+            thread_id, ns = row["thread_id"], row["checkpoint_ns"]
+            for channel, version in zip(row["blob_channels"], row["blob_versions"], strict=True):
+                key = (thread_id, ns, channel, version)
+                memo.uses[key] = memo.uses.get(key, 0) + 1
+        return memo
+
+    def release(self, key: tuple[str, str, str, str]) -> bool:
+        """Count one use of a piece; True when no later row uses it."""
+        left = self.uses.get(key, 0) - 1
+        self.uses[key] = left
+        return left <= 0

@@ -1,0 +1,209 @@
+"""Saving: a checkpoint with the values of its changed channels, and pending writes.
+
+Example:
+    >>> from pgcheckpoint.core import SaverCore
+    >>> config = {"configurable": {"thread_id": "t1", "checkpoint_id": "c1"}}
+    >>> next(SaverCore().put_writes_op(config, [("a", 1)], "task")).name
+    'insert_writes'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    get_checkpoint_id,
+    get_serializable_checkpoint_metadata,
+)
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
+from psycopg.errors import ForeignKeyViolation
+from psycopg.types.json import Jsonb
+
+from ..appends import AppendPlan
+from ..arrays import ByteaArray, Int4Array, TextArray
+from ..errors import MissingParentError
+from ..ops import Op, Stmt
+from ..validate import check_id, thread_of
+from ..values import binding
+from .base import CoreBase
+
+__all__ = ["Writes"]
+
+# Channel values stored inline in the checkpoint record, not as blobs.
+_INLINE_TYPES = (str, int, float, bool)
+
+
+class Writes(CoreBase):
+    """The write operations of `SaverCore`.
+
+    Example:
+        >>> from pgcheckpoint.core import SaverCore
+        >>> isinstance(SaverCore(), Writes)
+        True
+    """
+
+    def put_op(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> Op[RunnableConfig]:
+        """Store a checkpoint and the values of the channels that changed."""
+        thread_id, checkpoint_ns = thread_of(config)
+        checkpoint_id = check_id("checkpoint_id", checkpoint["id"])
+        parent_id = get_checkpoint_id(config)
+        if parent_id is not None:
+            parent_id = check_id("checkpoint_id", parent_id)
+        record: dict[str, Any] = {
+            k: v for k, v in checkpoint.items() if k not in ("channel_values", "channel_versions")
+        }
+        inline: dict[str, Any] = {}
+        # channel -> (version, serde type, serialised bytes, delta plan or None)
+        blobs: dict[str, tuple[str, str, bytes, AppendPlan | None]] = {}
+        for channel, value in checkpoint["channel_values"].items():
+            if (value is None or isinstance(value, _INLINE_TYPES)) and not isinstance(
+                value, _DeltaSnapshot
+            ):
+                inline[channel] = value
+            elif channel in new_versions:
+                version = str(new_versions[channel])
+                aad = binding("blob", thread_id, checkpoint_ns, channel, version)
+                type_, data = self.serialize(value, aad)
+                plan = None
+                if self.append_deltas and type_ == "msgpack" and isinstance(value, list):
+                    key = (thread_id, checkpoint_ns, check_id("channel", channel))
+                    plan = self.append_cache.plan(
+                        key, version, data, full_every=self.full_value_every
+                    )
+                blobs[check_id("channel", channel)] = (version, type_, data, plan)
+        record["channel_values"] = inline
+        where = (thread_id, checkpoint_ns, checkpoint_id)
+        type_, data = self.dump_value(record, binding("checkpoint", *where))
+        # LangGraph's helper strips NULs from top-level strings (JSONB cannot hold
+        # them); the blob can, so the caller's own values are kept as given.
+        full_metadata = get_serializable_checkpoint_metadata(config, metadata)
+        full_metadata.update({k: v for k, v in metadata.items() if k != "writes"})  # type: ignore[typeddict-item]
+        projection = self.metadata_projection(full_metadata)
+        metadata_type, metadata_blob = self.dump_value(full_metadata, binding("metadata", *where))
+        run_id = full_metadata.get("run_id")
+        params = {
+            "thread_id": thread_id,
+            "checkpoint_ns": checkpoint_ns,
+            "checkpoint_id": checkpoint_id,
+            "parent_checkpoint_id": parent_id,
+            "run_id": None if run_id is None else str(run_id),
+            "type": type_,
+            "checkpoint": data,
+            "channel_versions": Jsonb(
+                {k: str(v) for k, v in checkpoint["channel_versions"].items()}
+            ),
+            "inline_channels": TextArray(inline),
+            "metadata_type": metadata_type,
+            "metadata_blob": metadata_blob,
+            "metadata": Jsonb(projection),
+            **self.blob_params(thread_id, checkpoint_ns, blobs, deltas=True),
+        }
+        try:
+            rows = yield Stmt("put_checkpoint", params, fetch=True)
+        except ForeignKeyViolation:
+            # A delta's base was deleted (pruned) since this saver stored it:
+            # store whole values instead.
+            self.append_cache.forget_thread(thread_id)
+            params.update(self.blob_params(thread_id, checkpoint_ns, blobs, deltas=False))
+            rows = yield Stmt("put_checkpoint", params, fetch=True)
+        if rows and not rows[0]["stored"]:
+            # The parent is gone (retention, prune, delete_thread), perhaps while
+            # the graph ran on it: a child saved anyway would cut its history short.
+            raise MissingParentError(thread_id, checkpoint_ns, checkpoint_id, cast(str, parent_id))
+        if self.append_deltas:
+            for channel, (version, type_, data, plan) in blobs.items():
+                if type_ == "msgpack":
+                    self.append_cache.remember(
+                        (thread_id, checkpoint_ns, channel),
+                        version,
+                        data,
+                        chain=plan.chain if plan is not None else 0,
+                        chain_bytes=plan.chain_bytes if plan is not None else 0,
+                    )
+        return {
+            "configurable": {
+                "thread_id": thread_id,
+                "checkpoint_ns": checkpoint_ns,
+                "checkpoint_id": checkpoint_id,
+            }
+        }
+
+    def put_writes_op(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> Op[None]:
+        """Store the writes of one task against a checkpoint."""
+        thread_id, checkpoint_ns = thread_of(config)
+        checkpoint_id = check_id("checkpoint_id", get_checkpoint_id(config))
+        task_id = check_id("task_id", task_id)
+        task_path = check_id("task_path", task_path or "")
+        if not writes:
+            return
+        idxs, channels, types, blobs = Int4Array(), TextArray(), TextArray(), ByteaArray()
+        for position, (channel, value) in enumerate(writes):
+            channels.append(check_id("channel", channel))
+            idx = WRITES_IDX_MAP.get(channel, position)
+            idxs.append(idx)
+            aad = binding("write", thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
+            type_, data = self.dump_value(value, aad)
+            types.append(type_)
+            blobs.append(data)
+        special = all(channel in WRITES_IDX_MAP for channel, _ in writes)
+        yield Stmt(
+            "upsert_writes" if special else "insert_writes",
+            {
+                "thread_id": thread_id,
+                "checkpoint_ns": checkpoint_ns,
+                "checkpoint_id": checkpoint_id,
+                "task_id": task_id,
+                "task_path": task_path,
+                "idxs": idxs,
+                "channels": channels,
+                "types": types,
+                "blobs": blobs,
+            },
+        )
+
+    def blob_params(
+        self,
+        thread_id: str,
+        ns: str,
+        blobs: Mapping[str, tuple[str, str, bytes, AppendPlan | None]],
+        *,
+        deltas: bool,
+    ) -> dict[str, list[Any]]:
+        params: dict[str, list[Any]] = {
+            "blob_channels": TextArray(),
+            "blob_versions": TextArray(),
+            "blob_types": TextArray(),
+            "blob_values": ByteaArray(),
+            "blob_bases": TextArray(),
+        }
+        for channel, (version, type_, data, plan) in blobs.items():
+            if deltas and plan is not None:
+                data, base = plan.payload, plan.base_version
+            else:
+                base = None
+            aad = binding("blob", thread_id, ns, channel, version)
+            packed_type, packed = self.pack_value(type_, data, aad)
+            params["blob_channels"].append(channel)
+            params["blob_versions"].append(version)
+            params["blob_types"].append(packed_type)
+            params["blob_values"].append(packed)
+            params["blob_bases"].append(base)
+        return params

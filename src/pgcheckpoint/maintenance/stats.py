@@ -1,0 +1,106 @@
+"""`pgcheckpoint stats`: what the tables hold, read in one op.
+
+Example:
+    >>> from pgcheckpoint.maintenance.stats import storage_stats_op
+    >>> stats = saver.run(storage_stats_op("public", top=5))  # doctest: +SKIP
+    >>> stats.threads, stats.tables["pgc_blobs"]["total_bytes"]  # doctest: +SKIP
+    (120, 1048576)
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+from psycopg import sql
+
+from ..errors import InvalidInputError
+from ..migrate import TABLES
+from ..ops import Op, Stmt
+
+__all__ = ["StorageStats", "storage_stats_op"]
+
+
+@dataclass
+class StorageStats:
+    """What the tables hold: `pgcheckpoint stats`.
+
+    Attributes:
+        threads: Threads with at least one checkpoint.
+        checkpoints: Rows of `pgc_checkpoints`.
+        blobs: Rows of `pgc_blobs` (stored channel values).
+        writes: Rows of `pgc_writes` (pending writes).
+        oldest: When the oldest checkpoint was saved, or None.
+        newest: When the newest checkpoint was saved, or None.
+        tables: Per table: `table_bytes` (heap and TOAST), `index_bytes`,
+            `total_bytes`.
+        largest: The threads whose values take most space, largest first:
+            thread_id, checkpoints, blobs, writes, bytes, oldest, newest.
+
+    Example:
+        >>> StorageStats(threads=0, checkpoints=0, blobs=0, writes=0).tables
+        {}
+    """
+
+    threads: int
+    checkpoints: int
+    blobs: int
+    writes: int
+    oldest: datetime | None = None
+    newest: datetime | None = None
+    tables: dict[str, dict[str, int]] = field(default_factory=dict)
+    largest: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The stats as JSON-ready data (times in ISO 8601).
+
+        Example:
+            >>> StorageStats(threads=0, checkpoints=0, blobs=0, writes=0).as_dict()["oldest"]
+        """
+
+        def iso(value: datetime | None) -> str | None:
+            return None if value is None else value.isoformat()
+
+        data = asdict(self)
+        data["oldest"], data["newest"] = iso(self.oldest), iso(self.newest)
+        for row in data["largest"]:
+            row["oldest"], row["newest"] = iso(row["oldest"]), iso(row["newest"])
+        return data
+
+
+def storage_stats_op(schema: str = "public", *, top: int = 10) -> Op[StorageStats]:
+    """Read what the tables hold: rows, bytes on disk, activity, the largest threads.
+
+    Example:
+        >>> next(storage_stats_op()).name
+        'storage_counts'
+    """
+    if isinstance(top, bool) or not isinstance(top, int) or top < 0:
+        raise InvalidInputError(f"top must be a non-negative int, not {top!r}")
+    rows = yield Stmt("storage_counts", fetch=True)
+    stats = StorageStats(**{k: v for k, v in rows[0].items()})
+    sizes = yield Stmt(
+        "storage_table_sizes",
+        {
+            "names": list(TABLES),
+            "relations": [sql.Identifier(schema, t).as_string(None) for t in TABLES],
+        },
+        fetch=True,
+    )
+    stats.tables = {
+        r["table_name"]: {k: int(r[k]) for k in ("table_bytes", "index_bytes", "total_bytes")}
+        for r in sizes
+    }
+    if top:
+        largest = yield Stmt("storage_largest_threads", {"limit": top}, fetch=True)
+        stats.largest = [
+            {
+                "thread_id": r["thread_id"],
+                **{k: int(r[k]) for k in ("checkpoints", "blobs", "writes", "bytes")},
+                "oldest": r["oldest"],
+                "newest": r["newest"],
+            }
+            for r in largest
+        ]
+    return stats
