@@ -10,15 +10,8 @@ Example:
 from __future__ import annotations
 
 import asyncio  # sync: import threading
-import builtins  # async-only
 import weakref
-from collections.abc import (
-    AsyncIterator,  # async-only
-    Callable,
-    Iterator,
-    Mapping,
-    Sequence,
-)
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -38,7 +31,7 @@ from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from . import migrate
-from .core import SaverCore
+from .blocking import SyncFromThreads  # sync: from .core import SaverCore
 from .drivers import (
     SCHEMA_ERRORS,
     Cursors,
@@ -50,7 +43,6 @@ from .drivers import (
     schema_revision_op,
 )
 from .errors import (
-    PgCheckpointError,  # async-only
     PoolTimeoutError,
     SchemaOutOfDateError,
     ThreadBusyError,
@@ -83,7 +75,7 @@ __all__ = ["AsyncPostgresSaver"]
 T = TypeVar("T")
 
 
-class AsyncPostgresSaver(SaverCore):
+class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCore):
     """A LangGraph checkpointer on PostgreSQL, for asyncio code.
 
     Drop-in for `langgraph.checkpoint.postgres.aio.AsyncPostgresSaver`. Its
@@ -317,20 +309,6 @@ class AsyncPostgresSaver(SaverCore):
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
 
-    # async-only: begin
-    def _blocking(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        try:
-            if asyncio.get_running_loop() is self.loop:
-                raise PgCheckpointError(
-                    f"AsyncPostgresSaver.{method}() was called from the event loop it runs "
-                    f"on, which would deadlock; use `await saver.a{method}(...)` there, or "
-                    "call the sync method from another thread"
-                )
-        except RuntimeError:
-            pass
-        coro = getattr(self, "a" + method)(*args, **kwargs)
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
-    # async-only: end
 
     # -- BaseCheckpointSaver, async -------------------------------------------------
 
@@ -525,114 +503,6 @@ class AsyncPostgresSaver(SaverCore):
 
         return await self.run(history(), restart=history)
 
-    # async-only: begin
-    # -- BaseCheckpointSaver, sync (from another thread) ------------------------------
-
-    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        """`aget_tuple` for code on another thread.
-
-        Example:
-            >>> saver.get_tuple(config)  # doctest: +SKIP
-        """
-        return self._blocking("get_tuple", config)  # type: ignore[no-any-return]
-
-    def list(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> Iterator[CheckpointTuple]:
-        """`alist` for code on another thread.
-
-        Example:
-            >>> list(saver.list(config))  # doctest: +SKIP
-        """
-        yield from self._blocking("list_all", config, filter=filter, before=before, limit=limit)
-
-    async def alist_all(
-        self, config: RunnableConfig | None, **kwargs: Any
-    ) -> builtins.list[CheckpointTuple]:
-        """Every tuple `alist` yields, as a list.
-
-        Example:
-            >>> await saver.alist_all(config, limit=5)  # doctest: +SKIP
-        """
-        return [tup async for tup in self.alist(config, **kwargs)]
-
-    def put(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        """`aput` for code on another thread.
-
-        Example:
-            >>> saver.put(config, checkpoint, metadata, {})  # doctest: +SKIP
-        """
-        return self._blocking("put", config, checkpoint, metadata, new_versions)  # type: ignore[no-any-return]
-
-    def put_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        """`aput_writes` for code on another thread.
-
-        Example:
-            >>> saver.put_writes(config, [("a", 1)], "task")  # doctest: +SKIP
-        """
-        self._blocking("put_writes", config, writes, task_id, task_path)
-
-    def delete_thread(self, thread_id: str) -> None:
-        """`adelete_thread` for code on another thread.
-
-        Example:
-            >>> saver.delete_thread("t1")  # doctest: +SKIP
-        """
-        self._blocking("delete_thread", thread_id)
-
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """`acopy_thread` for code on another thread.
-
-        Example:
-            >>> saver.copy_thread("t1", "t2")  # doctest: +SKIP
-        """
-        self._blocking("copy_thread", source_thread_id, target_thread_id)
-
-    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        """`aprune` for code on another thread.
-
-        Example:
-            >>> saver.prune(["t1"])  # doctest: +SKIP
-        """
-        self._blocking("prune", thread_ids, strategy=strategy)
-
-    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        """`adelete_for_runs` for code on another thread.
-
-        Example:
-            >>> saver.delete_for_runs(["run-1"])  # doctest: +SKIP
-        """
-        self._blocking("delete_for_runs", run_ids)
-
-    def get_delta_channel_history(
-        self, *, config: RunnableConfig, channels: Sequence[str]
-    ) -> Mapping[str, DeltaChannelHistory]:
-        """`aget_delta_channel_history` for code on another thread.
-
-        Example:
-            >>> saver.get_delta_channel_history(config=config, channels=["m"])  # doctest: +SKIP
-        """
-        return self._blocking(  # type: ignore[no-any-return]
-            "get_delta_channel_history", config=config, channels=channels
-        )
-    # async-only: end
 
     # -- thread locks -------------------------------------------------------------
 

@@ -13,12 +13,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import (
-    Callable,
-    Iterator,
-    Mapping,
-    Sequence,
-)
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any, TypeVar
