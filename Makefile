@@ -28,20 +28,21 @@ test: install
 	$(BIN)/pytest -n 2 $(PYTEST_ARGS) tests
 
 lint: install
-	$(BIN)/ruff check src tests migrations
-	$(BIN)/mypy src/pgcheckpoint
+	$(BIN)/ruff check src tests migrations tools bench
+	$(BIN)/mypy src/pgcheckpoint tools
 
 # sql/schema.sql is rendered from the Alembic revisions (on the server of
 # $PGCHECKPOINT_TEST_DSN, else local); CI fails when it is stale
 schema-sql: install
-	$(BIN)/python tests/migrations/render_schema.py
+	$(BIN)/python tools/render_schema.py
 
 bench: install
-	$(BIN)/python tests/bench/run.py
+	$(BIN)/python bench/run.py
 
 demo: install
 	$(BIN)/python -m pgcheckpoint.demo
 
-# saver.py is generated from aio.py (the sync driver from the async one)
-sync-twin:
-	$(PYTHON) tests/tools/async_to_sync.py
+# saver.py is generated from aio.py (the sync driver from the async one); the
+# tool formats its output with ruff, hence the installed lint extra
+sync-twin: install
+	$(BIN)/python tools/async_to_sync.py

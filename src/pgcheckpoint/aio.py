@@ -9,7 +9,7 @@ Example:
 
 from __future__ import annotations
 
-import asyncio  # sync: import threading
+import asyncio
 import weakref
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -309,8 +309,7 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCor
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
 
-
-    # -- BaseCheckpointSaver, async -------------------------------------------------
+    # -- BaseCheckpointSaver -------------------------------------------------------
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Load the checkpoint `config` names, or the thread's latest.

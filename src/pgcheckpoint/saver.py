@@ -1,4 +1,4 @@
-# Generated from aio.py by tests/tools/async_to_sync.py: edit aio.py and run
+# Generated from aio.py by tools/async_to_sync.py: edit aio.py and run
 # `make sync-twin`; a unit test checks that this file matches.
 """`PostgresSaver`: the synchronous driver of the core.
 
@@ -147,9 +147,7 @@ class PostgresSaver(SaverCore):
             ...     graph = builder.compile(checkpointer=saver)
         """
         if pool:
-            with ConnectionPool(
-                conn_string, **pool_settings(pool)
-            ) as opened:
+            with ConnectionPool(conn_string, **pool_settings(pool)) as opened:
                 yield cls(opened, serde=serde, schema=schema)
             return
         with Connection.connect(
@@ -204,7 +202,7 @@ class PostgresSaver(SaverCore):
 
         Example:
             >>> from pgcheckpoint.maintenance.stats import storage_stats_op
-            >>> (saver.run(storage_stats_op(saver.schema))).threads  # doctest: +SKIP
+            >>> saver.run(storage_stats_op(saver.schema)).threads  # doctest: +SKIP
             12
         """
         try:
@@ -298,9 +296,7 @@ class PostgresSaver(SaverCore):
             stmt = run.first
             while True:
                 try:
-                    cur.execute(
-                        self.queries[stmt.name], stmt.params, prepare=prepare[stmt.name]
-                    )
+                    cur.execute(self.queries[stmt.name], stmt.params, prepare=prepare[stmt.name])
                     rows = cur.fetchall() if stmt.fetch else []
                 except Error as exc:  # raised at the op's yield: it may handle it
                     stmt = run.throw(exc, cur.connection)
@@ -308,7 +304,6 @@ class PostgresSaver(SaverCore):
                     stmt = run.send(rows)
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
-
 
     # -- BaseCheckpointSaver -------------------------------------------------------
 
@@ -333,6 +328,7 @@ class PostgresSaver(SaverCore):
         Example:
             >>> [t for t in saver.list(config, limit=2)]  # doctest: +SKIP
         """
+
         def listing() -> Op[tuple[list[Row], Mapping[str, Any] | None]]:
             return self.list_op(config, filter=filter, before=before, limit=limit)
 
@@ -470,7 +466,7 @@ class PostgresSaver(SaverCore):
         The other arguments are those of `prune_older_than`.
 
         Example:
-            >>> (saver.prune_keep_last(20, dry_run=True)).checkpoints  # doctest: +SKIP
+            >>> saver.prune_keep_last(20, dry_run=True).checkpoints  # doctest: +SKIP
             1200
         """
         return self.run_each(
@@ -501,13 +497,10 @@ class PostgresSaver(SaverCore):
 
         return self.run(history(), restart=history)
 
-
     # -- thread locks -------------------------------------------------------------
 
     @contextmanager
-    def lock_thread(
-        self, thread_id: str, timeout: float | None = 0
-    ) -> Iterator[ThreadLock]:
+    def lock_thread(self, thread_id: str, timeout: float | None = 0) -> Iterator[ThreadLock]:
         """Hold a thread's lock: no other worker runs the thread until the block ends.
 
         A PostgreSQL session advisory lock on a connection reserved for the

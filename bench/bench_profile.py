@@ -1,6 +1,6 @@
 """Where the time of each bench workload goes, on either saver.
 
-    .venv/bin/python tests/bench/bench_profile.py [--saver ours|official] [--calls 20]
+    .venv/bin/python bench/bench_profile.py [--saver ours|official] [--calls 20]
 
 Runs each workload under cProfile and splits its wall time into: waiting on the
 server (psycopg's `wait`: network, server time), decoding rows (`fetchall`),

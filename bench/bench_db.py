@@ -24,7 +24,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 DB_PREFIX = "pgc_bench_"
 # First key of the advisory lock a live bench run holds on its token ("pgcb").
 LOCK_CLASS_BENCH = 0x70676362
