@@ -9,13 +9,10 @@ read); nothing is lost, and every checkpoint still reaches the root.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 import traceback
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import psycopg
@@ -23,9 +20,10 @@ import pytest
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint
-from psycopg_pool import AsyncConnectionPool, ConnectionPool
+from psycopg_pool import ConnectionPool
+from support.savers import async_saver_in_thread
 
-from pgcheckpoint import AsyncPostgresSaver, PostgresSaver
+from pgcheckpoint import PostgresSaver
 
 WORKERS = 32
 DURATION = 40.0  # seconds the 32 workers write for (the issue asks for about a minute)
@@ -112,30 +110,6 @@ def test_32_workers_on_distinct_threads_through_one_pool(db_dsn: str) -> None:
             for older, newer in zip(history[1:], history, strict=False):
                 assert newer.parent_config == older.config
             assert history[-1].parent_config is None
-
-
-@contextmanager
-def async_saver_in_thread(dsn: str) -> Iterator[AsyncPostgresSaver]:
-    """An AsyncPostgresSaver whose loop runs in another thread (use its sync methods)."""
-    loop = asyncio.new_event_loop()
-    runner = threading.Thread(target=loop.run_forever, daemon=True)
-    runner.start()
-
-    async def opened() -> tuple[AsyncConnectionPool[Any], AsyncPostgresSaver]:
-        pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-            dsn, min_size=1, max_size=2, open=False
-        )
-        await pool.open()
-        return pool, AsyncPostgresSaver(pool)
-
-    pool, saver = asyncio.run_coroutine_threadsafe(opened(), loop).result()
-    try:
-        yield saver
-    finally:
-        asyncio.run_coroutine_threadsafe(pool.close(), loop).result()
-        loop.call_soon_threadsafe(loop.stop)
-        runner.join()
-        loop.close()
 
 
 @pytest.mark.slow

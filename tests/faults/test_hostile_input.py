@@ -16,7 +16,6 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-import psycopg
 import pytest
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import Checkpoint, CheckpointTuple
@@ -26,37 +25,20 @@ from langgraph.checkpoint.conformance.test_utils import (
     generate_metadata,
 )
 from langgraph.checkpoint.memory import InMemorySaver
+from support.checkpoints import with_values
+from support.rows import total_rows
+from support.savers import SaverApi, open_saver
 
 from pgcheckpoint import InvalidInputError
-from pgcheckpoint.core import SaverCore
-
-from .support import Api, open_saver
 
 VARIANTS = ["sync-conn", "sync-own-pool", "async-conn", "async-own-pool"]
 
 
 @pytest.fixture(params=VARIANTS)
-async def api(request: pytest.FixtureRequest, db_dsn: str) -> AsyncIterator[Api]:
+async def api(request: pytest.FixtureRequest, db_dsn: str) -> AsyncIterator[SaverApi]:
     driver, kind = request.param.split("-", 1)
     async with open_saver(driver, kind, db_dsn, pool={"min_size": 1}) as opened:
         yield opened
-
-
-def total_rows(dsn: str) -> int:
-    with psycopg.connect(dsn) as conn:
-        (count,) = conn.execute(
-            "SELECT (SELECT count(*) FROM pgc_checkpoints) + (SELECT count(*) FROM pgc_blobs)"
-            " + (SELECT count(*) FROM pgc_writes)"
-        ).fetchone() or (0,)
-    return int(count)
-
-
-def with_values(values: dict[str, Any], **kwargs: Any) -> tuple[Checkpoint, dict[str, str]]:
-    versions = {ch: SaverCore().get_next_version(None, None) for ch in values}
-    checkpoint = generate_checkpoint(
-        channel_values=values, channel_versions=dict(versions), **kwargs
-    )
-    return checkpoint, versions
 
 
 def ids(tuples: list[CheckpointTuple]) -> list[str]:
@@ -76,7 +58,7 @@ UNICODE = {
 }
 
 
-async def test_any_unicode_in_every_string_field_reads_back_intact(api: Api) -> None:
+async def test_any_unicode_in_every_string_field_reads_back_intact(api: SaverApi) -> None:
     text = " | ".join(UNICODE.values())
     thread_id = f"{UNICODE['emoji']} {UNICODE['rtl']} {uuid.uuid4()}"
     ns = f"{UNICODE['combining']}:{UNICODE['astral']}"
@@ -131,7 +113,7 @@ async def _reference(
 
 
 async def test_lone_surrogates_in_values_are_stored_as_langgraph_serializes_them(
-    api: Api,
+    api: SaverApi,
 ) -> None:
     """LangGraph's serializer stores a lone surrogate as '?' (OPT_REPLACE_SURROGATES).
 
@@ -159,7 +141,7 @@ SURROGATE_IDS = {
 
 @pytest.mark.parametrize("where", sorted(SURROGATE_IDS))
 async def test_lone_surrogates_in_ids_are_refused_before_writing(
-    api: Api, db_dsn: str, where: str
+    api: SaverApi, db_dsn: str, where: str
 ) -> None:
     config: RunnableConfig = SURROGATE_IDS[where]
     checkpoint, versions = with_values({"items": [1]})
@@ -177,7 +159,7 @@ async def test_lone_surrogates_in_ids_are_refused_before_writing(
 
 
 async def test_a_metadata_key_the_serializer_cannot_encode_is_refused(
-    api: Api, db_dsn: str
+    api: SaverApi, db_dsn: str
 ) -> None:
     metadata = generate_metadata(**{"key \ud800": 1})
     with pytest.raises(TypeError):
@@ -190,7 +172,7 @@ async def test_a_metadata_key_the_serializer_cannot_encode_is_refused(
 # -- long and non-string ids ---------------------------------------------------------
 
 
-async def test_ten_kilobyte_thread_id_is_refused_before_writing(api: Api, db_dsn: str) -> None:
+async def test_ten_kilobyte_thread_id_is_refused_before_writing(api: SaverApi, db_dsn: str) -> None:
     huge = "x" * 10_240
     config = generate_config(huge)
     checkpoint, versions = with_values({"items": [1, 2]})
@@ -221,7 +203,7 @@ async def test_ten_kilobyte_thread_id_is_refused_before_writing(api: Api, db_dsn
         await api.get_tuple(generate_config(fits + "x"))
 
 
-async def test_non_string_ids_are_stored_as_their_text(api: Api) -> None:
+async def test_non_string_ids_are_stored_as_their_text(api: SaverApi) -> None:
     number = 4_200_000 + uuid.uuid4().int % 1000
     as_uuid = uuid.uuid4()
     for raw, text in [(number, str(number)), (as_uuid, str(as_uuid))]:
@@ -241,7 +223,7 @@ async def test_non_string_ids_are_stored_as_their_text(api: Api) -> None:
         assert await api.get_tuple(generate_config(text)) is None
 
 
-async def test_bytes_ids_are_refused(api: Api, db_dsn: str) -> None:
+async def test_bytes_ids_are_refused(api: SaverApi, db_dsn: str) -> None:
     config: RunnableConfig = {"configurable": {"thread_id": b"t1", "checkpoint_ns": ""}}
     with pytest.raises(InvalidInputError, match="'thread_id' must be a string, not bytes"):
         await api.put(config, generate_checkpoint(), generate_metadata(), {})
@@ -272,7 +254,7 @@ LOOKALIKES = [
 
 
 async def test_metadata_filters_that_look_like_sql_or_json_path_match_literally(
-    api: Api, db_dsn: str
+    api: SaverApi, db_dsn: str
 ) -> None:
     tid = f"t-{uuid.uuid4()}"
     config = generate_config(tid)
@@ -312,7 +294,7 @@ UNSERIALIZABLE = _unserializable()
 
 @pytest.mark.parametrize(("kind", "value"), UNSERIALIZABLE, ids=[k for k, _ in UNSERIALIZABLE])
 async def test_unserializable_values_are_refused_before_anything_is_written(
-    api: Api, db_dsn: str, kind: str, value: Any
+    api: SaverApi, db_dsn: str, kind: str, value: Any
 ) -> None:
     tid = f"t-{uuid.uuid4()}"
     # a channel value: the put is refused whole, the good channel with it
@@ -337,7 +319,7 @@ async def test_unserializable_values_are_refused_before_anything_is_written(
 # -- other methods without a thread id --------------------------------------------------
 
 
-async def test_other_methods_without_a_thread_id_say_so(api: Api, db_dsn: str) -> None:
+async def test_other_methods_without_a_thread_id_say_so(api: SaverApi, db_dsn: str) -> None:
     with pytest.raises(InvalidInputError, match="'thread_id' is missing"):
         await api.delete_thread(None)
     with pytest.raises(InvalidInputError, match="'thread_id' is missing"):
@@ -351,7 +333,7 @@ async def test_other_methods_without_a_thread_id_say_so(api: Api, db_dsn: str) -
     assert total_rows(db_dsn) == 0
 
 
-async def test_list_with_a_config_without_thread_id_lists_across_threads(api: Api) -> None:
+async def test_list_with_a_config_without_thread_id_lists_across_threads(api: SaverApi) -> None:
     marker = str(uuid.uuid4())
     for tid in ("a", "b"):
         await api.put(generate_config(tid), generate_checkpoint(), generate_metadata(m=marker), {})
@@ -364,7 +346,7 @@ async def test_list_with_a_config_without_thread_id_lists_across_threads(api: Ap
 # -- `before` from another thread --------------------------------------------------------
 
 
-async def test_before_from_another_thread_is_a_point_in_time(api: Api) -> None:
+async def test_before_from_another_thread_is_a_point_in_time(api: SaverApi) -> None:
     """Only `before`'s checkpoint id counts (ids are time-ordered), as in InMemorySaver."""
     a, b = f"a-{uuid.uuid4()}", f"b-{uuid.uuid4()}"
     memory = InMemorySaver()

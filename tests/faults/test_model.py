@@ -24,12 +24,9 @@ Where the two may legitimately differ, the comparison says so:
 
 from __future__ import annotations
 
-import asyncio
 import copy
-import threading
 import uuid
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any
 
 import psycopg
@@ -47,9 +44,9 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
-from psycopg_pool import AsyncConnectionPool
+from support.savers import async_saver_in_thread
 
-from pgcheckpoint import AsyncPostgresSaver, PostgresSaver
+from pgcheckpoint import PostgresSaver
 
 THREADS = 4
 NAMESPACES = ("", "child:1")
@@ -383,30 +380,6 @@ def run_machine(saver: Any) -> None:
     run_state_machine_as_test(machine, settings=SETTINGS)
 
 
-@contextmanager
-def async_saver(dsn: str) -> Iterator[AsyncPostgresSaver]:
-    """An AsyncPostgresSaver on a pool, its event loop running in another thread."""
-    loop = asyncio.new_event_loop()
-    worker = threading.Thread(target=loop.run_forever, name="model-loop", daemon=True)
-    worker.start()
-
-    async def opened() -> tuple[AsyncConnectionPool[Any], AsyncPostgresSaver]:
-        pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-            dsn, min_size=1, max_size=3, open=False
-        )
-        await pool.open()
-        return pool, AsyncPostgresSaver(pool)
-
-    pool, saver = asyncio.run_coroutine_threadsafe(opened(), loop).result()
-    try:
-        yield saver
-    finally:
-        asyncio.run_coroutine_threadsafe(pool.close(), loop).result()
-        loop.call_soon_threadsafe(loop.stop)
-        worker.join()
-        loop.close()
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("driver", ["sync", "async"])
 def test_random_call_sequences_answer_as_in_memory_saver(db_dsn: str, driver: str) -> None:
@@ -414,5 +387,5 @@ def test_random_call_sequences_answer_as_in_memory_saver(db_dsn: str, driver: st
         with psycopg.connect(db_dsn) as conn:
             run_machine(PostgresSaver(conn))
     else:
-        with async_saver(db_dsn) as saver:
+        with async_saver_in_thread(db_dsn, max_size=3) as saver:
             run_machine(saver)

@@ -14,10 +14,10 @@ from langgraph.checkpoint.conformance.test_utils import (
     generate_metadata,
 )
 from psycopg_pool import PoolTimeout
+from support.rows import rows_of
+from support.savers import open_saver
 
 from pgcheckpoint import PgCheckpointError, PoolTimeoutError
-
-from .support import count_rows, open_saver
 
 # pytest-timeout fails the test instead of letting a hang eat the run
 pytestmark = pytest.mark.timeout(120)
@@ -64,7 +64,7 @@ async def test_exhausted_pool_raises_pool_timeout_naming_its_size(
         assert f"pool {pool.name!r}" in message
         assert "max_size=2" in message
         assert "raise max_size" in message  # what to do
-        assert count_rows(db_dsn, tid)["pgc_checkpoints"] == 0
+        assert rows_of(db_dsn, tid)["pgc_checkpoints"] == 0
         # connections back, the saver works again
         stored = await api.put(generate_config(tid), generate_checkpoint(), generate_metadata(), {})
         assert await api.get_tuple(stored) is not None

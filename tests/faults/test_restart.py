@@ -29,13 +29,14 @@ from typing import Any
 import psycopg
 import pytest
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import Checkpoint
 from langgraph.checkpoint.conformance.test_utils import (
-    generate_checkpoint,
     generate_config,
     generate_metadata,
 )
 from psycopg import sql
+from support.checkpoints import with_values
+from support.rows import rows_of
+from support.savers import POOLED, SaverApi, open_saver
 
 from pgcheckpoint import migrate
 from pgcheckpoint.core import SaverCore
@@ -43,7 +44,6 @@ from pgcheckpoint.ops import OpRun
 from pgcheckpoint.queries import retry_safe, statement_names
 
 from .private_pg import PrivateServer, why_unavailable
-from .support import POOLED, Api, count_rows, open_saver
 
 IDLE_TIMEOUT = "1s"
 WAIT = 60.0  # bounds a wait for something that takes well under a second
@@ -84,17 +84,13 @@ def thread() -> str:
     return f"restart-{uuid.uuid4()}"
 
 
-def with_values(**values: Any) -> tuple[Checkpoint, dict[str, str]]:
-    """A checkpoint whose channels hold `values` (stored as blobs), and its new versions."""
-    versions = {ch: SaverCore().get_next_version(None, None) for ch in values}
-    return generate_checkpoint(channel_values=values, channel_versions=dict(versions)), versions
-
-
-async def put(api: Api, thread_id: str, parent: RunnableConfig | None = None) -> RunnableConfig:
+async def put(
+    api: SaverApi, thread_id: str, parent: RunnableConfig | None = None
+) -> RunnableConfig:
     config = generate_config(thread_id)
     if parent is not None:
         config["configurable"]["checkpoint_id"] = parent["configurable"]["checkpoint_id"]
-    checkpoint, versions = with_values(items=[thread_id, 1, 2])
+    checkpoint, versions = with_values({"items": [thread_id, 1, 2]})
     return await api.put(config, checkpoint, generate_metadata(), versions)  # type: ignore[no-any-return]
 
 
@@ -224,7 +220,7 @@ async def test_put_in_flight_during_a_restart_is_stored_once_whole(
     server: PrivateServer, dsn: str, driver: str
 ) -> None:
     tid = thread()
-    checkpoint, versions = with_values(items=["a", "b"], more={"k": [1, 2, 3]})
+    checkpoint, versions = with_values({"items": ["a", "b"], "more": {"k": [1, 2, 3]}})
     statement, params = _conflicting_row(tid, checkpoint["id"])
     async with open_saver(driver, "own-pool", dsn) as api:
         with blocker(dsn, statement, params=params):
@@ -237,7 +233,7 @@ async def test_put_in_flight_during_a_restart_is_stored_once_whole(
         tup = await api.get_tuple(stored)
     assert tup is not None
     assert tup.checkpoint["channel_values"] == {"items": ["a", "b"], "more": {"k": [1, 2, 3]}}
-    assert count_rows(dsn, tid) == {"pgc_checkpoints": 1, "pgc_blobs": 2, "pgc_writes": 0}
+    assert rows_of(dsn, tid) == {"pgc_checkpoints": 1, "pgc_blobs": 2, "pgc_writes": 0}
 
 
 @pytest.mark.slow
@@ -246,7 +242,7 @@ async def test_put_in_flight_on_one_connection_fails_clearly_and_stores_nothing(
     server: PrivateServer, dsn: str, driver: str
 ) -> None:
     tid = thread()
-    checkpoint, versions = with_values(items=["a", "b"], more={"k": [1, 2, 3]})
+    checkpoint, versions = with_values({"items": ["a", "b"], "more": {"k": [1, 2, 3]}})
     statement, params = _conflicting_row(tid, checkpoint["id"])
     async with open_saver(driver, "conn", dsn) as api:
         with blocker(dsn, statement, params=params):
@@ -270,7 +266,7 @@ async def test_put_in_flight_on_one_connection_fails_clearly_and_stores_nothing(
         with pytest.raises(psycopg.OperationalError, match=expected):
             await api.get_tuple(generate_config(tid))
     # the statement's blobs and its checkpoint went together: nothing half-written
-    rows = count_rows(dsn, tid)
+    rows = rows_of(dsn, tid)
     if stored:
         assert rows["pgc_checkpoints"] == 1 and rows["pgc_blobs"] == len(versions)
     else:
@@ -366,7 +362,7 @@ def test_every_public_operation_starts_with_a_statement_safe_to_run_again() -> N
     core = SaverCore()
     config = generate_config("t")
     with_id = {"configurable": {**config["configurable"], "checkpoint_id": "c1"}}
-    checkpoint, versions = with_values(items=[1, 2])
+    checkpoint, versions = with_values({"items": [1, 2]})
     ops = {
         "put": core.put_op(config, checkpoint, generate_metadata(), versions),
         "put_writes": core.put_writes_op(with_id, [("a", 1)], "task"),
@@ -387,7 +383,7 @@ def test_every_public_operation_starts_with_a_statement_safe_to_run_again() -> N
 
 
 def test_put_is_a_single_statement() -> None:
-    checkpoint, versions = with_values(items=[1, 2], other={"deep": ["x"]})
+    checkpoint, versions = with_values({"items": [1, 2], "other": {"deep": ["x"]}})
     op = SaverCore().put_op(generate_config("t"), checkpoint, generate_metadata(), versions)
     assert next(op).name == "put_checkpoint"
     with pytest.raises(StopIteration):

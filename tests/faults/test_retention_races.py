@@ -21,7 +21,6 @@ go. Sweeps are told apart by `application_name`.
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
 import subprocess
@@ -31,21 +30,21 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import Any
 
 import psycopg
 import pytest
-from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.conformance.test_utils import (
     generate_checkpoint,
     generate_config,
     generate_metadata,
 )
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph import END, START, StateGraph
 from psycopg.conninfo import make_conninfo
 from psycopg.errors import ForeignKeyViolation
+from support.chat import chat_graph
+from support.cli import cli_env
+from support.rows import TABLES, rows_of
 
 from pgcheckpoint import MissingParentError, PostgresSaver
 from pgcheckpoint.core import SaverCore
@@ -54,7 +53,6 @@ from pgcheckpoint.ops import Stmt
 
 MONTH = timedelta(days=30)
 WAIT = 60.0  # an upper bound for something that takes well under a second
-TABLES = ("pgc_checkpoints", "pgc_blobs", "pgc_writes")
 
 
 # -- helpers -------------------------------------------------------------------------
@@ -89,16 +87,6 @@ def connected(dsn: str, application_name: str) -> bool:
             [application_name],
         ).fetchone()
     return bool(row and row[0])
-
-
-def rows_of(dsn: str, thread_id: str) -> dict[str, int]:
-    with psycopg.connect(dsn) as conn:
-        return {
-            table: conn.execute(
-                f"SELECT count(*) FROM {table} WHERE thread_id = %s", [thread_id]
-            ).fetchone()[0]  # type: ignore[index]
-            for table in TABLES
-        }
 
 
 def make_idle(dsn: str, thread_ids: list[str], age: str = "40 days") -> None:
@@ -220,29 +208,6 @@ def test_a_put_after_the_sweep_took_its_parent_fails_and_the_thread_goes_whole(
 # -- a sweep racing a real graph run ---------------------------------------------------------
 
 
-def append(state: list[Any], writes: list[list[Any]]) -> list[Any]:
-    out = list(state)
-    for w in writes:
-        out.extend(w)
-    return out
-
-
-class ChatState(TypedDict):
-    messages: Annotated[list, DeltaChannel(append, snapshot_frequency=3)]
-    turn: int
-
-
-def chat_graph(checkpointer: Any) -> Any:
-    def agent(state: ChatState) -> dict[str, Any]:
-        return {"messages": [f"ai {state['turn']}: " + "y" * 30], "turn": state["turn"]}
-
-    builder = StateGraph(ChatState)
-    builder.add_node("agent", agent)
-    builder.add_edge(START, "agent")
-    builder.add_edge("agent", END)
-    return builder.compile(checkpointer=checkpointer)
-
-
 def chat(graph: Any, thread_id: str, turns: range) -> None:
     for turn in turns:
         graph.invoke({"messages": [f"human {turn}"], "turn": turn}, _config(thread_id))
@@ -338,19 +303,10 @@ def test_a_sweep_racing_a_live_graph_run_never_cuts_a_history_short(db_dsn: str)
 # -- two sweeps at once, and a sweep killed half-way -------------------------------------------
 
 
-def cli_env(dsn: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PGCHECKPOINT_DSN", "DATABASE_URL")}
-    src = Path(__file__).resolve().parents[2] / "src"
-    if src.is_dir():  # a checkout: run the live source, as the tests do
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(src), env.get("PYTHONPATH")]))
-    env["PGCHECKPOINT_DSN"] = dsn
-    return env
-
-
 def start_prune(dsn: str, name: str, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "pgcheckpoint", "prune", "--older-than", "30d", *args],
-        env=cli_env(named(dsn, name)),
+        env=cli_env(PGCHECKPOINT_DSN=named(dsn, name)),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

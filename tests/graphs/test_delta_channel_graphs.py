@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import threading
 import uuid
-from typing import Annotated, Any, TypedDict
+from typing import Any
 
 import pytest
-from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import StateGraph
 from langgraph.types import Command, interrupt
+from support.chat import chat_builder
 
 from pgcheckpoint import AsyncPostgresSaver, PostgresSaver
 
@@ -23,28 +23,10 @@ TURNS = 500
 SNAPSHOT_EVERY = 7
 
 
-def append(state: list[Any], writes: list[list[Any]]) -> list[Any]:
-    out = list(state)
-    for w in writes:
-        out.extend(w)
-    return out
-
-
-class State(TypedDict):
-    messages: Annotated[list, DeltaChannel(append, snapshot_frequency=SNAPSHOT_EVERY)]
-    turn: int
-
-
-def agent(state: State) -> dict[str, Any]:
-    return {"messages": [f"ai {state['turn']}: " + "x" * 40], "turn": state["turn"]}
-
-
 def build() -> StateGraph:
-    builder = StateGraph(State)
-    builder.add_node("agent", agent)
-    builder.add_edge(START, "agent")
-    builder.add_edge("agent", END)
-    return builder
+    return chat_builder(
+        snapshot_frequency=SNAPSHOT_EVERY, reply=lambda turn: f"ai {turn}: " + "x" * 40
+    )
 
 
 def chat(graph: Any, thread_id: str, turns: int, start: int = 0) -> list[str]:
@@ -162,7 +144,7 @@ def test_prune_while_thread_is_written_loses_nothing(db_dsn: str) -> None:
 
 
 def test_interrupt_resume_with_delta_channel_after_prune(db_dsn: str) -> None:
-    def ask(state: State) -> dict[str, Any]:
+    def ask(state: dict[str, Any]) -> dict[str, Any]:
         answer = interrupt("continue?")
         return {"messages": [f"answer {answer}"]}
 

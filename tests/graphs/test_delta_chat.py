@@ -10,13 +10,13 @@ run did.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Annotated, Any, TypedDict
 
 import pytest
 from langchain_core.runnables import RunnableConfig
 from langgraph.channels.delta import DeltaChannel
 from langgraph.graph import END, START, StateGraph
+from support.chat import append
 
 from pgcheckpoint import AsyncPostgresSaver, PostgresSaver
 
@@ -25,13 +25,6 @@ from .conftest import GraphRunner, describe
 TURNS = 200
 SNAPSHOT_EVERY = 10
 CONFIG: RunnableConfig = {"configurable": {"thread_id": "chat"}}
-
-
-def append(state: list[str], writes: Sequence[list[str]]) -> list[str]:
-    out = list(state or [])
-    for write in writes:
-        out.extend(write)
-    return out
 
 
 class Chat(TypedDict, total=False):

@@ -5,21 +5,19 @@ deliberately unfriendly: connections keep psycopg's defaults (`autocommit=False`
 tuple rows), since the saver must set up transactions and row factories itself.
 Pools are the test's own and must still be open when the test ends.
 
-`api` drives either saver with the same awaitable calls, so a test is written once:
-`await api.put(...)` awaits `aput` on an `AsyncPostgresSaver` and calls `put` on a
-`PostgresSaver`.
+`api` drives either saver with the same awaitable calls (`support.savers.SaverApi`),
+so a test is written once: `await api.put(...)` awaits `aput` on an
+`AsyncPostgresSaver` and calls `put` on a `PostgresSaver`.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from collections.abc import AsyncIterator
 
 import psycopg
 import pytest
-from langgraph.checkpoint.base import CheckpointTuple
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
+from support.savers import Saver, SaverApi
 
 from pgcheckpoint import AsyncPostgresSaver, PostgresSaver
 
@@ -28,8 +26,6 @@ CONNECTIONS = ("conn", "pool", "pipeline")
 VARIANTS = [f"{driver}-{kind}" for driver in DRIVERS for kind in CONNECTIONS]
 ASYNC_VARIANTS = [v for v in VARIANTS if v.startswith("async-")]
 SYNC_VARIANTS = [v for v in VARIANTS if v.startswith("sync-")]
-
-Saver = PostgresSaver | AsyncPostgresSaver
 
 
 @pytest.fixture(params=VARIANTS)
@@ -69,27 +65,6 @@ async def saver(request: pytest.FixtureRequest, db_dsn: str) -> AsyncIterator[Sa
         else:
             yield AsyncPostgresSaver(aconn)
         assert not aconn.closed, "the saver closed a connection it was handed"
-
-
-class SaverApi:
-    """Awaitable calls to either saver: `a<method>` on the async one, `<method>` on the sync one."""
-
-    def __init__(self, saver: Saver) -> None:
-        self.saver = saver
-        self.is_async = isinstance(saver, AsyncPostgresSaver)
-
-    def __getattr__(self, method: str) -> Callable[..., Awaitable[Any]]:
-        return functools.partial(self._call, method)
-
-    async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        if self.is_async:
-            return await getattr(self.saver, "a" + method)(*args, **kwargs)
-        return getattr(self.saver, method)(*args, **kwargs)
-
-    async def list(self, config: Any, **kwargs: Any) -> list[CheckpointTuple]:
-        if self.is_async:
-            return [t async for t in self.saver.alist(config, **kwargs)]
-        return list(self.saver.list(config, **kwargs))
 
 
 @pytest.fixture

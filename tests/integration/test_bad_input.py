@@ -5,7 +5,6 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-import psycopg
 import pytest
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.conformance.test_utils import (
@@ -13,11 +12,11 @@ from langgraph.checkpoint.conformance.test_utils import (
     generate_config,
     generate_metadata,
 )
+from support.rows import total_rows
+from support.savers import SaverApi
 
 from pgcheckpoint import InvalidInputError
 from pgcheckpoint.validate import json_projection
-
-from .conftest import SaverApi
 
 NUL_METADATA: dict[str, Any] = {
     "source": "loop",
@@ -27,15 +26,6 @@ NUL_METADATA: dict[str, Any] = {
     "nested": {"list": ["\x00", {"deep": "a\x00b", "k\x00ey": ["\x00\x00"]}], "ok": "fine"},
     "k\x00": "NUL in a key",
 }
-
-
-def total_rows(db_dsn: str) -> int:
-    with psycopg.connect(db_dsn) as conn:
-        (count,) = conn.execute(
-            "SELECT (SELECT count(*) FROM pgc_checkpoints) + (SELECT count(*) FROM pgc_blobs)"
-            " + (SELECT count(*) FROM pgc_writes)"
-        ).fetchone() or (None,)
-    return int(count)
 
 
 async def test_nul_in_metadata_at_any_depth_reads_back_intact(api: SaverApi) -> None:

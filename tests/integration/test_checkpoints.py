@@ -21,10 +21,9 @@ from langgraph.checkpoint.conformance.test_utils import (
     generate_metadata,
 )
 from psycopg.types.json import Jsonb
+from support.savers import SaverApi
 
 from pgcheckpoint.validate import metadata_matches
-
-from .conftest import SaverApi
 
 
 def thread() -> str:

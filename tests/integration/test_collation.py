@@ -9,7 +9,7 @@ than the run applied them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Annotated, Any, TypedDict
 
 import psycopg
@@ -25,6 +25,7 @@ from langgraph.checkpoint.conformance.test_utils import (
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from psycopg import sql
+from support.chat import append
 
 from pgcheckpoint import PostgresSaver
 from pgcheckpoint.migrate import upgrade
@@ -85,10 +86,6 @@ def test_pending_writes_follow_writes_sort_key_under_a_linguistic_collation(
     assert got is not None and want is not None
     assert [w[2] for w in got.pending_writes] == sorted(paths, key=writes_sort_key)
     assert got.pending_writes == want.pending_writes
-
-
-def append(state: list[str], writes: Sequence[list[str]]) -> list[str]:
-    return [*(state or []), *(item for write in writes for item in write)]
 
 
 class Chat(TypedDict, total=False):

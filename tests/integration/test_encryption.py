@@ -32,6 +32,7 @@ from langgraph.types import Command, interrupt
 from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
+from support.savers import ThreadedSaver
 from typing_extensions import TypedDict
 
 from pgcheckpoint import (
@@ -47,7 +48,6 @@ from pgcheckpoint.maintenance.rotation import rotate_page_op
 from pgcheckpoint.queries import Queries
 
 from .conftest import VARIANTS
-from .test_conformance import ThreadedSaver
 
 K1 = bytes(range(32))
 K2 = bytes(range(100, 132))

@@ -23,6 +23,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, StateGraph
 from langgraph.types import interrupt
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
+from support.savers import Saver
 
 from pgcheckpoint import (
     AsyncPostgresSaver,
@@ -32,8 +33,6 @@ from pgcheckpoint import (
     ThreadBusyError,
 )
 from pgcheckpoint.locking import LOCK_CLASS_THREAD, ThreadLock, thread_lock_key
-
-from .conftest import Saver
 
 WAIT = 60.0  # a bound for what should take milliseconds; never asserted
 

@@ -13,27 +13,14 @@ from langgraph.checkpoint.conformance.test_utils import (
     generate_config,
     generate_metadata,
 )
+from support.rows import TABLES, rows_of
+from support.savers import SaverApi
 
 from pgcheckpoint import InvalidInputError
-
-from .conftest import SaverApi
-
-TABLES = ("pgc_checkpoints", "pgc_blobs", "pgc_writes")
 
 
 def thread() -> str:
     return f"t-{uuid.uuid4()}"
-
-
-def rows_of(db_dsn: str, thread_id: str) -> dict[str, int]:
-    """Rows each table holds for a thread, read on a connection of its own."""
-    with psycopg.connect(db_dsn) as conn:
-        return {
-            table: conn.execute(
-                f"SELECT count(*) FROM {table} WHERE thread_id = %s", [thread_id]
-            ).fetchone()[0]  # type: ignore[index]
-            for table in TABLES
-        }
 
 
 async def put_history(

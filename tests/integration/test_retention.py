@@ -1,43 +1,33 @@
-"""Retention: prune_older_than, prune_keep_last, the pg_cron procedure, the CLI.
+"""Retention: prune_older_than, prune_keep_last, the pg_cron procedure.
 
 Threads of several ages are written through the saver with checkpoint ids
-made in the past (`uuid6` at a past clock, as LangGraph makes them) and their
-`created_at` set to the same moments. Each option must remove exactly what it
-says: the rows left are compared, table by table, with a model of the rule,
-and the counts it reports with the rows that went. Threads that use a
+made in the past (see `support.retention`). Each option must remove exactly
+what it says: the rows left are compared, table by table, with a model of the
+rule, and the counts it reports with the rows that went. Threads that use a
 `DeltaChannel` (a real compiled graph) must read back as `InMemorySaver` reads
-the same conversation, and go on from there.
+the same conversation, and go on from there. The `prune` and `stats` commands
+are tested in tests/cli.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import pty
-import subprocess
-import sys
 import uuid
-from datetime import datetime, timedelta, timezone
-from pathlib import Path
-from types import SimpleNamespace
-from typing import Annotated, Any, TypedDict
-from unittest import mock
+from datetime import timedelta
+from typing import Any
 
 import psycopg
 import pytest
 from langchain_core.runnables import RunnableConfig
-from langgraph.channels.delta import DeltaChannel
-from langgraph.checkpoint.base import id as checkpoint_id_module
 from langgraph.checkpoint.conformance.test_utils import (
     generate_checkpoint,
     generate_config,
     generate_metadata,
 )
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph import END, START, StateGraph
-from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict
+from support.chat import chat_graph
+from support.retention import AGES, DAY, IDLE, Rows, table_rows, write_thread, write_threads
+from support.rows import TABLES
+from support.savers import SaverApi
 
 from pgcheckpoint import InvalidInputError, MissingParentError, PostgresSaver
 from pgcheckpoint.locking import LOCK_CLASS_MAINTENANCE, thread_lock_key
@@ -45,112 +35,13 @@ from pgcheckpoint.maintenance.retention import PruneReport
 from pgcheckpoint.migrate import upgrade
 from pgcheckpoint.resources import sql_dir
 
-from .conftest import SaverApi
-
-TABLES = ("pgc_checkpoints", "pgc_blobs", "pgc_writes")
-DAY = timedelta(days=1)
 MONTH = timedelta(days=30)
-# Rows of a table as (primary key, digest of the row): what "nothing else changed" compares.
-Rows = dict[str, dict[tuple[Any, ...], str]]
-
-
-# -- data ---------------------------------------------------------------------------
-
-
-def past_id(when: datetime) -> str:
-    """A checkpoint id LangGraph would have made at `when` (uuid6 at a past clock)."""
-    clock = SimpleNamespace(time_ns=lambda: int(when.timestamp() * 1_000_000_000))
-    last = checkpoint_id_module._last_v6_timestamp
-    checkpoint_id_module._last_v6_timestamp = None
-    try:
-        with mock.patch.object(checkpoint_id_module, "time", clock):
-            return str(checkpoint_id_module.uuid6(clock_seq=-1))
-    finally:
-        checkpoint_id_module._last_v6_timestamp = last
-
-
-async def write_thread(
-    api: SaverApi, db_dsn: str, thread_id: str, *, age: timedelta, steps: int = 4, ns: str = ""
-) -> None:
-    """A history of `steps` checkpoints a minute apart, the newest `age` old.
-
-    Channel `doc` is written at the first step only (later checkpoints read it
-    from there), `log` grows every step (long enough to be stored as deltas),
-    and every checkpoint gets one task's writes.
-    """
-    saver = api.saver
-    newest = datetime.now(timezone.utc) - age
-    config = generate_config(thread_id, checkpoint_ns=ns)
-    versions: dict[str, str] = {}
-    values: dict[str, Any] = {}
-    stamps = []
-    for step in range(steps):
-        when = newest - timedelta(minutes=steps - 1 - step)
-        new: dict[str, str] = {}
-        if step == 0:
-            new["doc"] = saver.get_next_version(None, None)
-            values["doc"] = {"title": f"{thread_id} doc", "body": "b" * 300}
-        new["log"] = saver.get_next_version(versions.get("log"), None)
-        values["log"] = [f"{thread_id} entry {i}: " + "x" * 40 for i in range(step + 1)]
-        versions.update(new)
-        checkpoint = generate_checkpoint(
-            checkpoint_id=past_id(when),
-            channel_values=dict(values),
-            channel_versions=dict(versions),
-        )
-        config = await api.put(config, checkpoint, generate_metadata(step=step), new)
-        await api.put_writes(config, [("log", f"write {step}")], f"task-{step}", "")
-        stamps.append((checkpoint["id"], when))
-    update = sql.SQL(
-        "UPDATE {}.pgc_checkpoints SET created_at = %s"
-        " WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s"
-    ).format(sql.Identifier(saver.schema))
-    with psycopg.connect(db_dsn, autocommit=True) as conn, conn.cursor() as cur:
-        cur.executemany(update, [(when, thread_id, ns, cid) for cid, when in stamps])
-
-
-# thread -> namespace -> age of its newest checkpoint
-AGES: dict[str, dict[str, timedelta]] = {
-    "fresh": {"": timedelta(0)},
-    "week": {"": 7 * DAY, "sub:1": 8 * DAY},
-    "idle": {"": 40 * DAY, "sub:1": 45 * DAY},
-    "mixed": {"": 40 * DAY, "sub:1": DAY},  # a subgraph ran yesterday: not idle
-    "ancient": {"": 400 * DAY},
-}
-IDLE = {"idle", "ancient"}
 
 
 @pytest.fixture
 async def threads(api: SaverApi, db_dsn: str) -> dict[str, str]:
     """The threads of AGES under unique ids: name -> thread id."""
-    ids = {name: f"{name}-{uuid.uuid4()}" for name in AGES}
-    for name, namespaces in AGES.items():
-        for ns, age in namespaces.items():
-            await write_thread(api, db_dsn, ids[name], age=age, ns=ns)
-    return ids
-
-
-def table_rows(db_dsn: str, schema: str = "public") -> Rows:
-    """Every row of the three tables: key -> digest of the row.
-
-    A checkpoint's parent link is left out: pruning unlinks a kept checkpoint
-    from a deleted parent (`assert_parents_exist` checks the links).
-    """
-    keys = {
-        "pgc_checkpoints": "thread_id, checkpoint_ns, checkpoint_id",
-        "pgc_blobs": "thread_id, checkpoint_ns, channel, version",
-        "pgc_writes": "thread_id, checkpoint_ns, checkpoint_id, task_id, idx",
-    }
-    out: Rows = {}
-    with psycopg.connect(db_dsn) as conn:
-        for table, key in keys.items():
-            query = sql.SQL(
-                "SELECT {key}, (to_jsonb(t) - 'parent_checkpoint_id')::text"
-                " FROM {table} t ORDER BY {key}"
-            ).format(key=sql.SQL(key), table=sql.Identifier(schema, table))
-            rows = conn.execute(query).fetchall()
-            out[table] = {tuple(r[:-1]): hashlib.sha256(r[-1].encode()).hexdigest() for r in rows}
-    return out
+    return await write_threads(api, db_dsn)
 
 
 def assert_parents_exist(db_dsn: str) -> None:
@@ -425,29 +316,6 @@ async def test_a_tenant_schema_is_swept_on_its_own(db_dsn: str) -> None:
 # -- DeltaChannel threads: a real graph --------------------------------------------------
 
 
-def append(state: list[Any], writes: list[list[Any]]) -> list[Any]:
-    out = list(state)
-    for w in writes:
-        out.extend(w)
-    return out
-
-
-class ChatState(TypedDict):
-    messages: Annotated[list, DeltaChannel(append, snapshot_frequency=3)]
-    turn: int
-
-
-def chat_graph(checkpointer: Any) -> Any:
-    def agent(state: ChatState) -> dict[str, Any]:
-        return {"messages": [f"ai {state['turn']}: " + "y" * 30], "turn": state["turn"]}
-
-    builder = StateGraph(ChatState)
-    builder.add_node("agent", agent)
-    builder.add_edge(START, "agent")
-    builder.add_edge("agent", END)
-    return builder.compile(checkpointer=checkpointer)
-
-
 class Chat:
     """The same conversation on a saver and on InMemorySaver, LangGraph's reference."""
 
@@ -642,172 +510,3 @@ async def test_the_procedure_skips_threads_in_use_and_refuses_bad_calls(
         pytest.raises(psycopg.errors.InvalidTransactionTermination),
     ):
         conn.execute("CALL pgcheckpoint_prune('1 day')")
-
-
-# -- the command line ----------------------------------------------------------------------
-
-
-def cli_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PGCHECKPOINT_DSN", "DATABASE_URL")}
-    src = Path(__file__).resolve().parents[2] / "src"
-    if src.is_dir():  # a checkout: run the live source, as the tests do
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(src), env.get("PYTHONPATH")]))
-    env.update(extra)
-    return env
-
-
-def run_cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "pgcheckpoint", *args],
-        env=cli_env(**env),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-
-def run_cli_on_terminal(*args: str, **env: str) -> tuple[int, str]:
-    """Run the command with stdout and stderr on a pseudo-terminal; its exit code and output."""
-    controller, terminal = pty.openpty()
-    try:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "pgcheckpoint", *args],
-            env=cli_env(**env),
-            stdin=subprocess.DEVNULL,
-            stdout=terminal,
-            stderr=terminal,
-        )
-    finally:
-        os.close(terminal)
-    chunks = []
-    try:
-        while True:
-            try:
-                chunk = os.read(controller, 4096)
-            except OSError:  # EIO: the command closed the terminal
-                break
-            if not chunk:
-                break
-            chunks.append(chunk)
-    finally:
-        os.close(controller)
-    return process.wait(timeout=120), b"".join(chunks).decode()
-
-
-CLI = pytest.mark.parametrize("saver", ["sync-conn"], indirect=True)
-
-
-@CLI
-async def test_the_cron_command_without_a_terminal(db_dsn: str, threads: dict[str, str]) -> None:
-    before = table_rows(db_dsn)
-    dry = run_cli("prune", "--older-than", "30d", "--dry-run", "--dsn", db_dsn)
-    assert dry.returncode == 0, dry.stderr
-    assert table_rows(db_dsn) == before
-    assert dry.stdout.startswith("would delete 2 threads: 12 checkpoints, 12 writes, ")
-    # a log gets plain lines, no terminal control characters
-    assert "\r" not in dry.stderr and "\x1b" not in dry.stderr
-    assert dry.stderr.splitlines()[-1] == (
-        "dry run: deleting threads idle for 30d: 2/2 (100%) done"
-    )
-
-    done = run_cli("prune", "--older-than", "30d", "--json", PGCHECKPOINT_DSN=db_dsn)
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
-    assert (report["threads"], report["checkpoints"], report["dry_run"]) == (2, 12, False)
-    left = {key[0] for key in table_rows(db_dsn)["pgc_checkpoints"]}
-    assert left == {threads[name] for name in AGES if name not in IDLE}
-
-    # DATABASE_URL as frameworks write it; --keep-last; a batch per thread
-    url = "postgresql+psycopg://{user}@{host}:{port}/{dbname}".format(
-        **{"port": 5432, **conninfo_to_dict(db_dsn)}
-    )
-    env = {"DATABASE_URL": url}
-    trim = run_cli("prune", "--keep-last", "3", "--batch-size", "1", **env)
-    assert trim.returncode == 0, trim.stderr
-    assert trim.stdout.startswith("trimmed 3 threads: 5 checkpoints, 5 writes, ")
-
-
-@CLI
-async def test_the_cron_command_on_a_terminal_draws_a_progress_bar(
-    db_dsn: str, threads: dict[str, str]
-) -> None:
-    code, output = run_cli_on_terminal(
-        "prune", "--older-than", "5d", "--batch-size", "1", PGCHECKPOINT_DSN=db_dsn
-    )
-    assert code == 0, output
-    bar = "deleting threads idle for 5d ["
-    assert bar in output and "#" in output.split(bar)[-1]
-    assert "\r" in output and "\x1b[2K" in output  # redrawn in place, then cleared
-    lines = output.replace("\r\n", "\n").split("\n")
-    assert "deleting threads idle for 5d: 3/3 (100%) done" in output
-    assert any(line.startswith("deleted 3 threads: ") for line in lines)
-
-
-async def test_the_cron_command_fails_clearly(db_dsn: str, empty_db_dsn: str) -> None:
-    for args, env, code, message in [
-        (["prune", "--older-than", "30d"], {}, 2, "no database given: pass --dsn"),
-        (["prune", "--older-than", "30x", "--dsn", db_dsn], {}, 2, "'30x' is not a duration"),
-        (["prune", "--older-than", "0d", "--dsn", db_dsn], {}, 2, "is no time at all"),
-        (["prune", "--dsn", db_dsn], {}, 2, "one of the arguments --older-than --keep-last"),
-        (
-            ["prune", "--older-than", "1d", "--keep-last", "2", "--dsn", db_dsn],
-            {},
-            2,
-            "not allowed with argument",
-        ),
-        (
-            ["prune", "--keep-last", "2", "--strategy", "delete", "--dsn", db_dsn],
-            {},
-            2,
-            "--strategy goes with --older-than",
-        ),
-        (
-            ["prune", "--older-than", "1d"],
-            {"PGCHECKPOINT_DSN": db_dsn + "_missing"},
-            1,
-            "cannot use the database",
-        ),
-        (
-            ["prune", "--older-than", "1d", "--dsn", empty_db_dsn],
-            {},
-            1,
-            "has no pgcheckpoint tables: run `pgcheckpoint migrate`",
-        ),
-        (["stats", "--dsn", empty_db_dsn], {}, 1, "has no pgcheckpoint tables"),
-    ]:
-        result = run_cli(*args, **env)
-        assert result.returncode == code, (args, result.stderr)
-        assert message in result.stderr, (args, result.stderr)
-        assert "Traceback" not in result.stderr
-
-
-@CLI
-async def test_stats_shows_rows_bytes_activity_and_the_largest_threads(
-    db_dsn: str, threads: dict[str, str]
-) -> None:
-    result = run_cli("stats", "--json", "--top", "2", "--dsn", db_dsn)
-    assert result.returncode == 0, result.stderr
-    stats = json.loads(result.stdout)
-    rows = table_rows(db_dsn)
-    assert (stats["threads"], stats["checkpoints"], stats["blobs"], stats["writes"]) == (
-        len(AGES),
-        len(rows["pgc_checkpoints"]),
-        len(rows["pgc_blobs"]),
-        len(rows["pgc_writes"]),
-    )
-    assert set(stats["tables"]) == set(TABLES)
-    assert all(t["total_bytes"] >= t["table_bytes"] > 0 for t in stats["tables"].values())
-    oldest = datetime.fromisoformat(stats["oldest"])
-    newest = datetime.fromisoformat(stats["newest"])
-    assert newest - oldest > 399 * DAY
-    # the two-namespace threads hold the most
-    assert [t["checkpoints"] for t in stats["largest"]] == [8, 8]
-    assert {t["thread_id"] for t in stats["largest"]} <= {
-        threads[name] for name in ("week", "idle", "mixed")
-    }
-
-    text = run_cli("stats", "--dsn", db_dsn)
-    assert text.returncode == 0, text.stderr
-    assert text.stdout.splitlines()[0] == f"threads      {len(AGES)}"
-    assert "pgc_checkpoints" in text.stdout and "largest threads" in text.stdout

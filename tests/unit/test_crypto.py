@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import argparse
 import base64
 from typing import Any
 
 import pytest
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from support.ops import drive
 
 from pgcheckpoint import DecryptionError, EncryptedSerde, InvalidInputError
 from pgcheckpoint.core import SaverCore
 from pgcheckpoint.crypto import cipher_label, parse_keys
 from pgcheckpoint.maintenance.rotation import not_active, rotate_page_op, value_counts_op
-from pgcheckpoint.ops import Stmt
 from pgcheckpoint.values import Sealer, binding, describe_binding, sealed_aad
 
 K1 = bytes(range(32))
@@ -29,17 +28,6 @@ def b64(key: bytes) -> str:
 def serde(**kwargs: Any) -> EncryptedSerde:
     kwargs.setdefault("keys", {"k1": K1})
     return EncryptedSerde(**kwargs)
-
-
-def drive(op: Any, responses: list[list[dict[str, Any]]]) -> tuple[list[Stmt], Any]:
-    """Run an I/O-free op, answering each statement with the next response."""
-    stmts = [next(op)]
-    try:
-        for rows in responses:
-            stmts.append(op.send(rows))
-    except StopIteration as done:
-        return stmts, done.value
-    raise AssertionError(f"op still running after {len(responses)} responses: {stmts[-1]}")
 
 
 # -- keys ---------------------------------------------------------------------------
@@ -416,32 +404,6 @@ def test_a_rotation_page_reseals_under_the_active_key_guarded_by_the_old_value()
 def test_rotation_refuses_a_serde_that_does_not_encrypt() -> None:
     with pytest.raises(InvalidInputError, match="EncryptedSerde"):
         next(rotate_page_op(SaverCore(), "blobs", None, 10))
-
-
-# -- the command line -------------------------------------------------------------------
-
-
-def test_rotate_key_command_parses(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pgcheckpoint.cli import rotate_key
-
-    parser = argparse.ArgumentParser()
-    rotate_key.register(parser.add_subparsers())
-    args = parser.parse_args(["rotate-key", "--dry-run", "--batch-size", "7", "--dsn", "x"])
-    assert args.dry_run and args.batch_size == 7 and args.dsn == "x"
-    assert args.handler is rotate_key.rotate_key_command
-    with pytest.raises(SystemExit):
-        parser.parse_args(["rotate-key", "--batch-size", "0"])
-
-
-def test_rotate_key_command_without_keys_is_a_usage_error(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    from pgcheckpoint.cli import main
-
-    monkeypatch.delenv("PGCHECKPOINT_AES_KEYS", raising=False)
-    monkeypatch.delenv("LANGGRAPH_AES_KEY", raising=False)
-    assert main(["rotate-key", "--dsn", "postgresql://nobody@127.0.0.1:1/x"]) == 2
-    assert "PGCHECKPOINT_AES_KEYS" in capsys.readouterr().err
 
 
 def test_strict_msgpack_allowlists_reach_the_inner_serializer() -> None:

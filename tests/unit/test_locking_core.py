@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from psycopg import errors as pg_errors
+from support.ops import drive
 
 from pgcheckpoint import InvalidInputError, PgCheckpointError, ThreadBusyError
 from pgcheckpoint.locking import (
@@ -24,24 +25,8 @@ from pgcheckpoint.locking import (
     resume_command,
     thread_lock_key,
 )
-from pgcheckpoint.ops import Op, Stmt
-from pgcheckpoint.queries import statement_names
 
 BACKEND = 4242
-
-
-def drive(op: Op[Any], replies: list[Any]) -> tuple[list[Stmt], Any]:
-    """Run an op on canned replies: a list of rows, or an exception to raise at the yield."""
-    sent: list[Stmt] = []
-    try:
-        stmt = next(op)
-        for reply in replies:
-            sent.append(stmt)
-            assert stmt.name in statement_names()
-            stmt = op.throw(reply) if isinstance(reply, BaseException) else op.send(reply)
-        raise AssertionError(f"the op asked for more than the canned replies: {stmt}")
-    except StopIteration as done:
-        return sent, done.value
 
 
 def tried(locked: bool, holder: int | None = None, *, already: bool = False) -> list[Any]:

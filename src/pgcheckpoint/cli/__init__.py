@@ -1,9 +1,12 @@
 """The `pgcheckpoint` command line.
 
-Every command group is a module of this package named in `COMMAND_MODULES`.
-A module exposes `register(subparsers)`, which adds its commands with
-`add_command(subparsers, "name", help="...")` and points each at a handler
-(`parser.set_defaults(handler=fn)`; `fn(args) -> int` returns the exit code).
+Every command group is a module of this package named in `COMMAND_MODULES`,
+after the library module it drives (`cli/rotation.py` runs
+`pgcheckpoint.maintenance.rotation`, `cli/threadview.py` runs
+`pgcheckpoint.threadview`). A module exposes `register(subparsers)`, which
+adds its commands with `add_command(subparsers, "name", help="...")` and
+points each at a handler (`parser.set_defaults(handler=fn)`; `fn(args) -> int`
+returns the exit code).
 Modules import only the standard library at top level and the rest inside
 their handlers, so building the parser stays cheap; a module that fails to
 import is left out, and the other commands keep working.
@@ -43,8 +46,10 @@ __all__ = [
     "CliError",
     "add_command",
     "add_connection_options",
+    "human_size",
     "main",
     "positive_int",
+    "print_table",
     "resolve_dsn",
     "resolve_schema",
 ]
@@ -52,10 +57,11 @@ __all__ = [
 # Modules of this package that add commands, in `--help` order. Append yours.
 COMMAND_MODULES: list[str] = [
     "migrate",
-    "import_langgraph",
-    "rotate_key",
-    "threads",
+    "importer",
+    "rotation",
+    "threadview",
     "retention",
+    "stats",
 ]
 
 EXIT_OK = 0
@@ -209,13 +215,43 @@ def schema_option(schema: str) -> str:
     return option(schema)
 
 
-def build_parser() -> tuple[argparse.ArgumentParser, dict[str, BaseException]]:
-    """The parser with every command that loaded, and the modules that did not.
+def human_size(n: int) -> str:
+    """A size in bytes for people, in B, KiB, MiB, GiB or TiB.
 
     Example:
-        >>> parser, broken = build_parser()
-        >>> broken
-        {}
+        >>> human_size(512), human_size(14_580)
+        ('512 B', '14.2 KiB')
+    """
+    value, unit = float(n), "B"
+    for bigger in ("KiB", "MiB", "GiB", "TiB"):
+        if value < 1024:
+            break
+        value, unit = value / 1024, bigger
+    return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
+
+
+def print_table(rows: Sequence[Sequence[str]]) -> None:
+    """Print rows as columns: the first left-aligned, the others right-aligned (numbers).
+
+    Example:
+        >>> print_table([["table", "rows"], ["pgc_blobs", "12"]])
+        table      rows
+        pgc_blobs    12
+    """
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        cells = [row[0].ljust(widths[0])]
+        cells += [cell.rjust(w) for cell, w in zip(row[1:], widths[1:], strict=True)]
+        print("  ".join(cells).rstrip())
+
+
+def build_parser() -> tuple[argparse.ArgumentParser, set[str], dict[str, BaseException]]:
+    """The parser, the commands that loaded, and the modules that did not.
+
+    Example:
+        >>> parser, commands, broken = build_parser()
+        >>> "show" in commands, broken
+        (True, {})
     """
     from .. import __version__
 
@@ -239,7 +275,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, BaseException]]:
             module.register(subparsers)
         except Exception as exc:  # one broken module must not take the others down
             broken[name] = exc
-    return parser, broken
+    return parser, set(subparsers.choices), broken
 
 
 def _requested(argv: Sequence[str]) -> str | None:
@@ -266,16 +302,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         0
     """
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser, broken = build_parser()
+    parser, commands, broken = build_parser()
     wanted = _requested(argv)
-    for module, exc in broken.items():
-        if wanted == module.replace("_", "-"):
-            print(
-                f"pgcheckpoint: error: command {wanted!r} is unavailable: module "
-                f"'pgcheckpoint.cli.{module}' failed to load ({type(exc).__name__}: {exc})",
-                file=sys.stderr,
-            )
-            return EXIT_FAILED
+    if broken and wanted is not None and wanted not in commands:
+        # which commands a module that failed to load adds is unknown: any
+        # command no loaded module added may be one of them
+        failures = "; ".join(
+            f"module 'pgcheckpoint.cli.{module}' failed to load ({type(exc).__name__}: {exc})"
+            for module, exc in broken.items()
+        )
+        print(
+            f"pgcheckpoint: error: command {wanted!r} is unavailable: {failures}", file=sys.stderr
+        )
+        return EXIT_FAILED
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version, usage errors

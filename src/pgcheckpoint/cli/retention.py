@@ -1,17 +1,16 @@
-"""Retention commands: `prune` (for cron) and `stats`.
+"""`pgcheckpoint prune` (for cron): the sweeps of `pgcheckpoint.maintenance.retention`.
 
 `pgcheckpoint prune` deletes threads idle for longer than `--older-than`, or
-trims history, in short transactions while the application keeps running (see
-`pgcheckpoint.retention`). Run it from cron; it exits 0 when the sweep ran,
-even if some threads were skipped because something else held them (the next
-run takes them), and non-zero with a message when it could not run.
+trims history, in short transactions while the application keeps running.
+Run it from cron; it exits 0 when the sweep ran, even if some threads were
+skipped because something else held them (the next run takes them), and
+non-zero with a message when it could not run.
 
 Example:
     $ pgcheckpoint prune --older-than 30d --dry-run
     $ pgcheckpoint prune --older-than 30d --max-seconds 600
     $ pgcheckpoint prune --older-than 7d --strategy keep_latest
     $ pgcheckpoint prune --keep-last 50
-    $ pgcheckpoint stats --json
     # crontab: every night at 03:17
     17 3 * * * PGCHECKPOINT_DSN=postgresql://app@db/app pgcheckpoint prune --older-than 30d
 """
@@ -25,18 +24,25 @@ import sys
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from . import DURATION_UNITS, EXIT_OK, add_command, positive_int, resolve_dsn, resolve_schema
+from . import (
+    DURATION_UNITS,
+    EXIT_OK,
+    add_command,
+    human_size,
+    positive_int,
+    resolve_dsn,
+    resolve_schema,
+)
 
 if TYPE_CHECKING:  # the rest is imported by the handlers, keeping `--help` cheap
     from ..maintenance.retention import PruneReport
 
 DEFAULT_BATCH_SIZE = 100
-DEFAULT_TOP = 10
 _DURATION = re.compile(r"(\d+)([smhdw])")
 
 
 def register(subparsers: Any) -> None:
-    """Add the `prune` and `stats` commands."""
+    """Add the `prune` command."""
     p = add_command(
         subparsers,
         "prune",
@@ -89,21 +95,6 @@ def register(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(handler=prune_command)
 
-    p = add_command(
-        subparsers,
-        "stats",
-        help="show what the tables hold: rows, bytes, activity, largest threads",
-    )
-    p.add_argument(
-        "--top",
-        type=_non_negative_int,
-        default=DEFAULT_TOP,
-        metavar="N",
-        help=f"list the N largest threads (default: {DEFAULT_TOP}; 0: none)",
-    )
-    p.add_argument("--json", action="store_true", help="print the stats as JSON")
-    p.set_defaults(handler=stats_command)
-
 
 def parse_duration(text: str) -> timedelta:
     """A duration like `30d`, `12h`, `90m`, `45s`, `2w` or `1d12h`.
@@ -122,10 +113,6 @@ def parse_duration(text: str) -> timedelta:
     if seconds <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} is no time at all: give a positive duration")
     return timedelta(seconds=seconds)
-
-
-def _non_negative_int(text: str) -> int:
-    return 0 if text.strip() == "0" else positive_int(text)
 
 
 def _positive_float(text: str) -> float:
@@ -192,7 +179,7 @@ def _print_report(report: PruneReport, *, trim: bool) -> None:
     )
     print(
         f"{verb} {_n(report.threads, 'thread')}: {_n(report.checkpoints, 'checkpoint')}, "
-        f"{_n(report.writes, 'write')}, {_n(report.blobs, 'value')}, {_size(report.bytes)} "
+        f"{_n(report.writes, 'write')}, {_n(report.blobs, 'value')}, {human_size(report.bytes)} "
         f"(looked at {_n(report.examined, 'thread')})"
     )
     if report.skipped:
@@ -215,80 +202,8 @@ def _print_report(report: PruneReport, *, trim: bool) -> None:
         )
 
 
-def stats_command(args: argparse.Namespace) -> int:
-    """Run `pgcheckpoint stats`."""
-    from ..maintenance.stats import storage_stats_op
-    from ..saver import PostgresSaver
-
-    dsn = resolve_dsn(args)
-    schema = resolve_schema(args)
-    with PostgresSaver.from_conn_string(dsn, schema=schema) as saver:
-        stats = saver.run(storage_stats_op(schema, top=args.top))
-    if args.json:
-        print(json.dumps(stats.as_dict(), ensure_ascii=False))
-        return EXIT_OK
-    print(f"threads      {stats.threads}")
-    print(f"checkpoints  {stats.checkpoints}")
-    print(f"values       {stats.blobs}")
-    print(f"writes       {stats.writes}")
-    print(f"oldest       {_when(stats.oldest)}")
-    print(f"newest       {_when(stats.newest)}")
-    print()
-    rows = [["table", "rows", "data", "indexes", "total"]]
-    counts = {"pgc_checkpoints": stats.checkpoints, "pgc_blobs": stats.blobs}
-    counts["pgc_writes"] = stats.writes
-    for table in ("pgc_checkpoints", "pgc_blobs", "pgc_writes"):
-        size = stats.tables.get(table, {})
-        rows.append(
-            [
-                table,
-                str(counts[table]),
-                _size(size.get("table_bytes", 0)),
-                _size(size.get("index_bytes", 0)),
-                _size(size.get("total_bytes", 0)),
-            ]
-        )
-    total = sum(t.get("total_bytes", 0) for t in stats.tables.values())
-    rows.append(["all", "", "", "", _size(total)])
-    _print_table(rows)
-    if stats.largest:
-        print()
-        print("largest threads (bytes of stored values)")
-        rows = [["thread", "checkpoints", "values", "writes", "bytes", "newest"]]
-        for t in stats.largest:
-            rows.append(
-                [
-                    t["thread_id"],
-                    str(t["checkpoints"]),
-                    str(t["blobs"]),
-                    str(t["writes"]),
-                    _size(t["bytes"]),
-                    _when(t["newest"]),
-                ]
-            )
-        _print_table(rows)
-    return EXIT_OK
-
-
-def _print_table(rows: list[list[str]]) -> None:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        cells = [row[0].ljust(widths[0])]
-        cells += [cell.rjust(w) for cell, w in zip(row[1:], widths[1:], strict=True)]
-        print("  ".join(cells).rstrip())
-
-
 def _n(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
-
-
-def _size(n: int) -> str:
-    value, unit = float(n), "B"
-    for bigger in ("KiB", "MiB", "GiB", "TiB"):
-        if value < 1024:
-            break
-        value, unit = value / 1024, bigger
-    return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
 
 
 def _age(delta: timedelta) -> str:
@@ -297,10 +212,6 @@ def _age(delta: timedelta) -> str:
         if seconds % DURATION_UNITS[unit] == 0:
             return f"{seconds // DURATION_UNITS[unit]}{unit}"
     return f"{seconds}s"
-
-
-def _when(value: Any) -> str:
-    return "-" if value is None else value.isoformat(sep=" ", timespec="seconds")
 
 
 def _some(thread_ids: list[str], limit: int = 5) -> str:

@@ -17,7 +17,6 @@ from typing import Annotated, Any, TypedDict
 import psycopg
 import pytest
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
-from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import CheckpointTuple, empty_checkpoint
 from langgraph.checkpoint.postgres import PostgresSaver as OfficialSaver
 from langgraph.checkpoint.serde.types import TASKS
@@ -25,6 +24,8 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.types import Command, Send, interrupt
 from psycopg.conninfo import make_conninfo
+from support.chat import chat_builder
+from support.rows import rows_of
 
 from pgcheckpoint import AsyncPostgresSaver, PostgresSaver
 from pgcheckpoint.cli import main
@@ -134,24 +135,8 @@ def fanout_graph() -> StateGraph:
     return builder
 
 
-def append(state: list[Any], writes: list[list[Any]]) -> list[Any]:
-    out = list(state)
-    for w in writes:
-        out.extend(w)
-    return out
-
-
-class Chat(TypedDict):
-    log: Annotated[list, DeltaChannel(append, snapshot_frequency=3)]
-    turn: int
-
-
 def chat_graph() -> StateGraph:
-    builder = StateGraph(Chat)
-    builder.add_node("reply", lambda s: {"log": [f"reply {s['turn']}"], "turn": s["turn"]})
-    builder.add_edge(START, "reply")
-    builder.add_edge("reply", END)
-    return builder
+    return chat_builder(channel="log", node="reply", reply=lambda turn: f"reply {turn}")
 
 
 def config(thread_id: str) -> Any:
@@ -311,11 +296,11 @@ def test_import_is_idempotent(
     db_dsn: str, official: OfficialSaver, written: dict[str, Any], capsys: Any
 ) -> None:
     assert main(["import-langgraph", "--dsn", db_dsn]) == 0
-    counts = table_counts(db_dsn)
+    counts = rows_of(db_dsn)
     capsys.readouterr()
     assert main(["import-langgraph", "--dsn", db_dsn]) == 0
     assert "copied 0 checkpoints of 6 threads" in capsys.readouterr().out
-    assert table_counts(db_dsn) == counts
+    assert rows_of(db_dsn) == counts
     with psycopg.connect(db_dsn) as conn:
         assert_same_threads(official, PostgresSaver(conn), written)
 
@@ -339,7 +324,7 @@ def test_interrupted_import_resumes(
 
     monkeypatch.setattr(LangGraphImporter, "page_params", dies_after_three_pages)
     assert main(["import-langgraph", "--dsn", db_dsn, "--batch-size", "2"]) == 130
-    assert table_counts(db_dsn)["pgc_checkpoints"] > 0
+    assert rows_of(db_dsn)["pgc_checkpoints"] > 0
     monkeypatch.undo()
     capsys.readouterr()
     assert main(["import-langgraph", "--dsn", db_dsn, "--batch-size", "2"]) == 0
@@ -399,11 +384,3 @@ def test_missing_source_tables_and_unmigrated_target_are_explained(
     assert "Traceback" not in err
     assert main(["import-langgraph", "--dsn", empty_db_dsn, "--from-dsn", db_dsn]) == 1
     assert "run `pgcheckpoint migrate` first" in capsys.readouterr().err
-
-
-def table_counts(dsn: str) -> dict[str, int]:
-    with psycopg.connect(dsn) as conn:
-        return {
-            table: conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]  # type: ignore[index]
-            for table in ("pgc_checkpoints", "pgc_blobs", "pgc_writes")
-        }

@@ -1,10 +1,11 @@
 """`pgcheckpoint rotate-key`: re-encrypt every stored value under the active key.
 
-Keys come from the environment, as the application reads them
-(`EncryptedSerde.from_env()`): `PGCHECKPOINT_AES_KEYS=k2:<new>,k1:<old>` makes
-`k2` the active key and lets `k1` still decrypt. Run it while the application
-keeps running; once it reports no value left under another key, remove the old
-key. Interrupted, it resumes where it stopped when run again.
+Runs `pgcheckpoint.maintenance.rotation`. Keys come from the environment, as
+the application reads them (`EncryptedSerde.from_env()`):
+`PGCHECKPOINT_AES_KEYS=k2:<new>,k1:<old>` makes `k2` the active key and lets
+`k1` still decrypt. Run it while the application keeps running; once it
+reports no value left under another key, remove the old key. Interrupted, it
+resumes where it stopped when run again.
 
 Example:
     $ export PGCHECKPOINT_AES_KEYS="k2:$NEW_KEY,k1:$OLD_KEY"
@@ -25,6 +26,7 @@ from . import (
     CliError,
     add_command,
     positive_int,
+    print_table,
     resolve_dsn,
     resolve_schema,
 )
@@ -136,8 +138,4 @@ def _print_counts(counts: dict[str, dict[str, int]], active: str, kinds: tuple[s
     if not rows:
         print("no stored values")
         return
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    for row in [header, *rows]:
-        cells = [row[0].ljust(widths[0])]
-        cells += [cell.rjust(w) for cell, w in zip(row[1:], widths[1:], strict=True)]
-        print("  ".join(cells))
+    print_table([header, *rows])

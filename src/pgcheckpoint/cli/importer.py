@@ -1,6 +1,7 @@
 """`pgcheckpoint import-langgraph`: copy threads from the official saver's tables.
 
-Reads the `checkpoints`, `checkpoint_blobs` and `checkpoint_writes` tables of
+Runs the import sweep of `pgcheckpoint.maintenance.importer`: reads the
+`checkpoints`, `checkpoint_blobs` and `checkpoint_writes` tables of
 `langgraph-checkpoint-postgres` (same database, or `--from-dsn`) and writes
 every thread into pgcheckpoint's tables, a page of checkpoints per
 transaction. Rows already copied are skipped, so the command can be re-run

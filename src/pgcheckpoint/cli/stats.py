@@ -1,0 +1,108 @@
+"""`pgcheckpoint stats`: what the tables hold, from `pgcheckpoint.maintenance.stats`.
+
+Rows and bytes of each table (data and indexes), the oldest and newest
+checkpoint, and the threads whose stored values take the most room. Read-only.
+
+Example:
+    $ pgcheckpoint stats
+    $ pgcheckpoint stats --top 0 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from . import (
+    EXIT_OK,
+    add_command,
+    human_size,
+    positive_int,
+    print_table,
+    resolve_dsn,
+    resolve_schema,
+)
+
+DEFAULT_TOP = 10
+TABLES = ("pgc_checkpoints", "pgc_blobs", "pgc_writes")
+
+
+def register(subparsers: Any) -> None:
+    """Add the `stats` command."""
+    p = add_command(
+        subparsers,
+        "stats",
+        help="show what the tables hold: rows, bytes, activity, largest threads",
+    )
+    p.add_argument(
+        "--top",
+        type=_non_negative_int,
+        default=DEFAULT_TOP,
+        metavar="N",
+        help=f"list the N largest threads (default: {DEFAULT_TOP}; 0: none)",
+    )
+    p.add_argument("--json", action="store_true", help="print the stats as JSON")
+    p.set_defaults(handler=stats_command)
+
+
+def _non_negative_int(text: str) -> int:
+    return 0 if text.strip() == "0" else positive_int(text)
+
+
+def stats_command(args: argparse.Namespace) -> int:
+    """Run `pgcheckpoint stats`."""
+    from ..maintenance.stats import storage_stats_op
+    from ..saver import PostgresSaver
+
+    dsn = resolve_dsn(args)
+    schema = resolve_schema(args)
+    with PostgresSaver.from_conn_string(dsn, schema=schema) as saver:
+        stats = saver.run(storage_stats_op(schema, top=args.top))
+    if args.json:
+        print(json.dumps(stats.as_dict(), ensure_ascii=False))
+        return EXIT_OK
+    print(f"threads      {stats.threads}")
+    print(f"checkpoints  {stats.checkpoints}")
+    print(f"values       {stats.blobs}")
+    print(f"writes       {stats.writes}")
+    print(f"oldest       {_when(stats.oldest)}")
+    print(f"newest       {_when(stats.newest)}")
+    print()
+    rows = [["table", "rows", "data", "indexes", "total"]]
+    counts = dict(zip(TABLES, (stats.checkpoints, stats.blobs, stats.writes), strict=True))
+    for table in TABLES:
+        size = stats.tables.get(table, {})
+        rows.append(
+            [
+                table,
+                str(counts[table]),
+                human_size(size.get("table_bytes", 0)),
+                human_size(size.get("index_bytes", 0)),
+                human_size(size.get("total_bytes", 0)),
+            ]
+        )
+    total = sum(t.get("total_bytes", 0) for t in stats.tables.values())
+    rows.append(["all", "", "", "", human_size(total)])
+    print_table(rows)
+    if stats.largest:
+        print()
+        print("largest threads (bytes of stored values)")
+        rows = [["thread", "checkpoints", "values", "writes", "bytes", "newest"]]
+        for t in stats.largest:
+            rows.append(
+                [
+                    t["thread_id"],
+                    str(t["checkpoints"]),
+                    str(t["blobs"]),
+                    str(t["writes"]),
+                    human_size(t["bytes"]),
+                    _when(t["newest"]),
+                ]
+            )
+        print_table(rows)
+    return EXIT_OK
+
+
+def _when(value: Any) -> str:
+    return "-" if value is None else value.isoformat(sep=" ", timespec="seconds")

@@ -1,0 +1,386 @@
+"""The thread view's ops: read a thread from the tables, without its graph and without I/O.
+
+Each op yields the `inspect_*` statements of `sql/queries/threadview.sql` and
+turns their rows into the data of `pgcheckpoint.threadview.model`; run one
+with `saver.run(op)` (awaited on the async saver). A checkpoint comes back as
+a `CheckpointNode`: the step and source LangGraph recorded, the nodes that ran
+to make it, the channels it changed (names and stored sizes, no values), the
+tasks that saved writes against it (interrupts and errors with their payload)
+and the nodes it triggers. Values go through the saver core, so they are
+decrypted when its serializer is an `EncryptedSerde`; a value encrypted under
+a key that is not configured reads as `SEALED`.
+
+Example:
+    >>> page = saver.run(thread_page_op(saver, "support-1234", limit=20))  # doctest: +SKIP
+    >>> [n.checkpoint_id for n in page.nodes]  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from langgraph.checkpoint.base import CheckpointTuple
+from langgraph.checkpoint.serde.types import ERROR, INTERRUPT, RESUME, TASKS
+from psycopg.types.json import Jsonb
+
+from ..core import SaverCore
+from ..crypto import KEYS_ENV, PLAINTEXT_LABEL, cipher_label
+from ..errors import DecryptionError
+from ..locking import LOCK_CLASS_THREAD, thread_lock_key
+from ..ops import Op, Row, Stmt
+from ..validate import check_id
+from ..values import Sealer, binding
+from .model import (
+    SEALED,
+    ChannelChange,
+    CheckpointNode,
+    SubgraphInfo,
+    TaskInfo,
+    ThreadPage,
+    ThreadSummary,
+    link,
+)
+from .triggers import nodes_that_ran, send_packets, task_name, triggered_nodes
+
+__all__ = [
+    "checkpoint_values_op",
+    "decode_value",
+    "node_from_row",
+    "recent_threads_op",
+    "resolve_checkpoint_op",
+    "thread_page_op",
+]
+
+
+def decode_value(core: SaverCore, type_: str | None, data: bytes | None, aad: bytes) -> Any:
+    """A stored value, or `SEALED` when it is encrypted and the core has no key.
+
+    Example:
+        >>> decode_value(SaverCore(), "msgpack+aesgcm:k1", b"...", b"")
+        <encrypted>
+    """
+    if type_ is None:
+        return None
+    if cipher_label(type_) != PLAINTEXT_LABEL and not isinstance(core.serde, Sealer):
+        return SEALED
+    return core.load_value(type_, data, aad)
+
+
+def node_from_row(core: SaverCore, row: Row) -> CheckpointNode:
+    """Summarise one row of the `inspect_checkpoint_facts` fragment.
+
+    Example:
+        >>> node = node_from_row(saver, row)  # doctest: +SKIP
+    """
+    thread_id, ns, checkpoint_id = row["thread_id"], row["checkpoint_ns"], row["checkpoint_id"]
+    record = decode_value(
+        core, row["type"], row["checkpoint"], binding("checkpoint", thread_id, ns, checkpoint_id)
+    )
+    metadata = decode_value(
+        core,
+        row["metadata_type"],
+        row["metadata_blob"],
+        binding("metadata", thread_id, ns, checkpoint_id),
+    )
+    if not isinstance(metadata, Mapping):
+        metadata = row["metadata"] or {}  # the readable JSONB projection
+    parent_id = row["parent_checkpoint_id"]
+    parent_record = None
+    if row["parent_type"] is not None:
+        parent_record = decode_value(
+            core,
+            row["parent_type"],
+            row["parent_checkpoint"],
+            binding("checkpoint", thread_id, ns, parent_id),
+        )
+    versions = dict(row["channel_versions"] or {})
+    available = set(row["available_channels"] or ())
+    trigger_values = _trigger_values(core, thread_id, ns, row)
+    seen = record.get("versions_seen") if isinstance(record, Mapping) else None
+    next_nodes: list[str] | None = None
+    if seen is not None and SEALED not in trigger_values.values():
+        next_nodes = triggered_nodes(seen, versions, available, trigger_values)
+    ran: list[str] | None = None
+    if parent_id is None or parent_record is None:
+        ran = []  # the first checkpoint, or a parent pruned away
+    elif isinstance(parent_record, Mapping) and seen is not None:
+        ran = nodes_that_ran(parent_record.get("versions_seen") or {}, seen)
+    changed = [
+        ChannelChange(channel, version, stored, size)
+        for channel, version, stored, size in zip(
+            row["changed_channels"] or (),
+            row["changed_versions"] or (),
+            row["changed_stored"] or (),
+            row["changed_bytes"] or (),
+            strict=True,
+        )
+    ]
+    sends = send_packets(trigger_values.get(TASKS))
+    tasks = _tasks(core, row, sends)
+    size = int(row["record_bytes"] or 0)
+    size += sum(c.bytes or 0 for c in changed)
+    size += sum(int(n or 0) for n in row["write_bytes"] or ())
+    return CheckpointNode(
+        thread_id=thread_id,
+        checkpoint_ns=ns,
+        checkpoint_id=checkpoint_id,
+        parent_id=parent_id,
+        created_at=row["created_at"],
+        run_id=row["run_id"],
+        metadata=dict(metadata),
+        ran=ran,
+        sent=int(row["parent_push_tasks"] or 0),
+        next=next_nodes,
+        changed=changed,
+        tasks=tasks,
+        bytes=size,
+    )
+
+
+def _trigger_values(core: SaverCore, thread_id: str, ns: str, row: Row) -> dict[str, Any]:
+    pieces: dict[str, list[tuple[str, str, bytes]]] = {}
+    for channel, version, type_, data in zip(
+        row["trigger_channels"] or (),
+        row["trigger_versions"] or (),
+        row["trigger_types"] or (),
+        row["trigger_blobs"] or (),
+        strict=True,
+    ):
+        pieces.setdefault(channel, []).append((version, type_, data))
+    values: dict[str, Any] = {}
+    for channel, chain in pieces.items():
+        sealed = any(cipher_label(t) != PLAINTEXT_LABEL for _, t, _ in chain)
+        if sealed and not isinstance(core.serde, Sealer):
+            values[channel] = SEALED
+        else:
+            values[channel] = core.load_blob((thread_id, ns, channel), chain)
+    return values
+
+
+def _tasks(core: SaverCore, row: Row, sends: Sequence[Any]) -> list[TaskInfo]:
+    thread_id, ns, checkpoint_id = row["thread_id"], row["checkpoint_ns"], row["checkpoint_id"]
+    tasks: dict[str, TaskInfo] = {}
+    for task_id, path, idx, channel, type_, size, payload in zip(
+        row["write_task_ids"] or (),
+        row["write_task_paths"] or (),
+        row["write_idxs"] or (),
+        row["write_channels"] or (),
+        row["write_types"] or (),
+        row["write_bytes"] or (),
+        row["write_payloads"] or (),
+        strict=True,
+    ):
+        task = tasks.get(task_id)
+        if task is None:
+            task = tasks[task_id] = TaskInfo(task_id, task_name(path, sends), path)
+        if idx >= 0:
+            task.writes.append((channel, int(size or 0)))
+            continue
+        aad = binding("write", thread_id, ns, checkpoint_id, task_id, idx)
+        value = decode_value(core, type_, payload, aad)
+        if channel == INTERRUPT:
+            for interrupt in value if isinstance(value, list | tuple) else [value]:
+                task.interrupts.append(getattr(interrupt, "value", interrupt))
+                task.interrupt_ids.append(getattr(interrupt, "id", None))
+        elif channel == ERROR:
+            task.error = value
+        elif channel == RESUME:
+            task.resume.extend(value if isinstance(value, list) else [value])
+    return list(tasks.values())
+
+
+# -- a thread ----------------------------------------------------------------------
+
+
+def thread_page_op(
+    core: SaverCore,
+    thread_id: str,
+    checkpoint_ns: str = "",
+    *,
+    limit: int = 50,
+    until: str | None = None,
+) -> Op[ThreadPage]:
+    """Read the newest `limit` checkpoints of a namespace (at or before `until`).
+
+    Reads a fixed number of rows however long the thread is: the page, the
+    namespace's count, and the subgraphs that ran from the page.
+
+    Example:
+        >>> page = saver.run(thread_page_op(saver, "t1", limit=20))  # doctest: +SKIP
+    """
+    thread_id = check_id("thread_id", thread_id)
+    checkpoint_ns = check_id("checkpoint_ns", checkpoint_ns)
+    if until is not None:
+        until = check_id("checkpoint_id", until)
+    rows = yield Stmt(
+        "inspect_namespace_counts",
+        {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns, "until": until},
+        fetch=True,
+    )
+    total, newer = int(rows[0]["total"]), int(rows[0]["newer"])
+    if total == 0:
+        rows = yield Stmt("inspect_thread_namespaces", {"thread_id": thread_id}, fetch=True)
+        namespaces = {r["checkpoint_ns"]: int(r["checkpoints"]) for r in rows}
+        return ThreadPage(thread_id, checkpoint_ns, 0, 0, [], namespaces=namespaces)
+    # one row more than shown says where the page before this one ends
+    rows = yield Stmt(
+        "inspect_thread_page",
+        {
+            "thread_id": thread_id,
+            "checkpoint_ns": checkpoint_ns,
+            "until": until,
+            "limit": limit + 1,
+        },
+        fetch=True,
+    )
+    older_id = rows[limit]["checkpoint_id"] if len(rows) > limit else None
+    nodes = [node_from_row(core, row) for row in rows[:limit]]
+    ids = [n.checkpoint_id for n in nodes]
+    later: list[Row] = []
+    if until is not None and ids:
+        later = yield Stmt(
+            "inspect_later_children",
+            {
+                "thread_id": thread_id,
+                "checkpoint_ns": checkpoint_ns,
+                "until": until,
+                "checkpoint_ids": ids,
+            },
+            fetch=True,
+        )
+    link(nodes, [(r["parent_checkpoint_id"], r["source"]) for r in later])
+    if ids:
+        rows = yield Stmt(
+            "inspect_child_namespaces",
+            {
+                "thread_id": thread_id,
+                "checkpoint_ns": checkpoint_ns,
+                "prefix": f"{checkpoint_ns}|" if checkpoint_ns else "",
+                "checkpoint_ids": ids,
+            },
+            fetch=True,
+        )
+        by_id = {n.checkpoint_id: n for n in nodes}
+        for row in rows:
+            latest = node_from_row(core, row)
+            parents = latest.metadata.get("parents")
+            parent = parents.get(checkpoint_ns) if isinstance(parents, Mapping) else None
+            if parent in by_id:
+                by_id[parent].subgraphs.append(
+                    SubgraphInfo(row["checkpoint_ns"], int(row["checkpoints"]), latest)
+                )
+    return ThreadPage(thread_id, checkpoint_ns, total, newer, nodes, older_id)
+
+
+# -- many threads ------------------------------------------------------------------
+
+
+def recent_threads_op(
+    core: SaverCore,
+    *,
+    schema: str = "public",
+    limit: int = 20,
+    since: dt.datetime | None = None,
+    metadata: Sequence[Mapping[str, Any]] | None = None,
+) -> Op[list[ThreadSummary]]:
+    """The `limit` threads with the newest checkpoints, newest first.
+
+    Args:
+        core: The saver (its serializer decodes the values).
+        schema: The schema of the tables (thread locks are keyed by it).
+        limit: How many threads.
+        since: Only threads with a checkpoint saved at or after this time.
+        metadata: Only threads with a checkpoint whose metadata contains one
+            of these (JSONB `@>`).
+
+    Example:
+        >>> saver.run(recent_threads_op(saver, limit=5))  # doctest: +SKIP
+    """
+    filters = None if metadata is None else [Jsonb(dict(m)) for m in metadata]
+    rows = yield Stmt(
+        "inspect_recent_threads",
+        {"since": since, "filters": filters, "limit": limit},
+        fetch=True,
+    )
+    keys = {thread_lock_key(r["thread_id"], schema): r["thread_id"] for r in rows}
+    holders: dict[str, int] = {}
+    if keys:
+        locks = yield Stmt(
+            "inspect_thread_lock_holders",
+            {"keys": list(keys), "lock_class": LOCK_CLASS_THREAD},
+            fetch=True,
+        )
+        holders = {keys[r["key"]]: int(r["holder_pid"]) for r in locks}
+    summaries = []
+    for row in rows:
+        latest = node_from_row(core, row) if row["checkpoint_id"] is not None else None
+        summaries.append(
+            ThreadSummary(
+                thread_id=row["thread_id"],
+                checkpoints=int(row["checkpoints"]),
+                namespaces=int(row["namespaces"]),
+                last_activity=row["last_activity"],
+                size_bytes=int(row["size_bytes"] or 0),
+                latest=latest,
+                locked_by=holders.get(row["thread_id"]),
+            )
+        )
+    return summaries
+
+
+# -- one checkpoint in full --------------------------------------------------------
+
+
+def resolve_checkpoint_op(
+    core: SaverCore, thread_id: str, checkpoint_ns: str, ref: str
+) -> Op[list[str]]:
+    """The checkpoint ids of a namespace that are `ref` or end with it (at most 5).
+
+    Example:
+        >>> saver.run(resolve_checkpoint_op(saver, "t1", "", "9b512346"))  # doctest: +SKIP
+        ['1f1ec4f0-3152-6245-8004-cdb09b512346']
+    """
+    rows = yield Stmt(
+        "inspect_resolve_checkpoint",
+        {
+            "thread_id": check_id("thread_id", thread_id),
+            "checkpoint_ns": check_id("checkpoint_ns", checkpoint_ns),
+            "checkpoint_id": check_id("checkpoint_id", ref),
+        },
+        fetch=True,
+    )
+    return [r["checkpoint_id"] for r in rows]
+
+
+def checkpoint_values_op(
+    core: SaverCore, thread_id: str, checkpoint_ns: str, checkpoint_id: str
+) -> Op[CheckpointTuple | None]:
+    """One checkpoint with its values and pending writes, decoded by the core.
+
+    Raises:
+        DecryptionError: The values are encrypted and no key is configured.
+
+    Example:
+        >>> saver.run(checkpoint_values_op(saver, "t1", "", cid)).checkpoint  # doctest: +SKIP
+    """
+    params = {
+        "thread_id": check_id("thread_id", thread_id),
+        "checkpoint_ns": check_id("checkpoint_ns", checkpoint_ns),
+        "checkpoint_id": check_id("checkpoint_id", checkpoint_id),
+    }
+    rows = yield Stmt("get_checkpoint_by_id", params, fetch=True)
+    if not rows:
+        return None
+    row = rows[0]
+    if not isinstance(core.serde, Sealer):
+        for type_ in [row["type"], row["metadata_type"], *(row["blob_types"] or ())]:
+            label = cipher_label(type_)
+            if label != PLAINTEXT_LABEL:
+                raise DecryptionError(
+                    f"the values of checkpoint {checkpoint_id!r} are encrypted under key "
+                    f"{label!r} and no key is configured: set {KEYS_ENV} as the "
+                    "application does"
+                )
+    return core.load_tuple(row)

@@ -1,0 +1,181 @@
+"""`prune_op` and `delete_for_runs_op` fed the rows the server would send, without a database.
+
+Rows are checkpoint keys, as `thread_heads`, `rebuild_dependencies`,
+`thread_checkpoint_ids` and `run_checkpoints` return them
+(`sql/queries/maintenance.sql`); ids sort in the order they were made.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from support.ops import drive
+
+from pgcheckpoint import InvalidInputError
+from pgcheckpoint.core import SaverCore
+from pgcheckpoint.locking import LOCK_CLASS_MAINTENANCE
+from pgcheckpoint.ops import MAX_CHAIN_DEPTH, Row, Stmt
+
+LOCKED = [{"locked": 1}]
+
+
+def key(thread_id: str, ns: str, checkpoint_id: str) -> Row:
+    return {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}
+
+
+def keys_of(stmt: Stmt) -> list[tuple[str, str, str]]:
+    """The checkpoints a statement names (`checkpoint_keys` parameters)."""
+    assert stmt.params["max_depth"] == MAX_CHAIN_DEPTH
+    return list(
+        zip(
+            stmt.params["thread_ids"],
+            stmt.params["checkpoint_nss"],
+            stmt.params["checkpoint_ids"],
+            strict=True,
+        )
+    )
+
+
+def as_keys(rows: list[Row]) -> list[tuple[str, str, str]]:
+    return [(r["thread_id"], r["checkpoint_ns"], r["checkpoint_id"]) for r in rows]
+
+
+def locked(stmt: Stmt, *thread_ids: str) -> bool:
+    return stmt.name == "lock_threads_for_maintenance" and dict(stmt.params) == {
+        "thread_ids": list(thread_ids),
+        "lock_class": LOCK_CLASS_MAINTENANCE,
+    }
+
+
+# Thread a: c1..c5 in the root namespace (c5 the head; c4 and c3 are what c5's
+# DeltaChannel is rebuilt from), and a subgraph namespace whose head is s2.
+# Thread b: one checkpoint. c6 was saved after the heads were read.
+HEADS = [key("a", "", "c5"), key("a", "sub", "s2"), key("b", "", "b1")]
+EVERY = [
+    *(key("a", "", f"c{i}") for i in range(1, 7)),
+    key("a", "sub", "s1"),
+    key("a", "sub", "s2"),
+    key("b", "", "b1"),
+]
+NEEDED = [*HEADS, key("a", "", "c4"), key("a", "", "c3")]
+
+
+# -- prune_op -----------------------------------------------------------------------
+
+
+def test_keep_latest_deletes_exactly_what_the_heads_do_not_need() -> None:
+    deleted = [{"checkpoints": 3, "writes": 0, "blobs": 0, "bytes": 0}]
+    sent, _ = drive(
+        SaverCore().prune_op(["b", "a", "a"]), [LOCKED, HEADS, NEEDED, EVERY, deleted]
+    )
+    lock, heads, needed, every, delete = sent
+    assert locked(lock, "a", "b")  # once each, in order: two prunes never deadlock
+    assert (heads.name, list(heads.params["thread_ids"])) == ("thread_heads", ["a", "b"])
+    assert needed.name == "rebuild_dependencies"
+    assert keys_of(needed) == as_keys(HEADS)
+    assert (every.name, list(every.params["thread_ids"])) == ("thread_checkpoint_ids", ["a", "b"])
+    assert delete.name == "delete_checkpoints"
+    # not c3-c5 (needed), nor c6 (newer than its head): c1, c2 and s1
+    assert sorted(keys_of(delete)) == [("a", "", "c1"), ("a", "", "c2"), ("a", "sub", "s1")]
+
+
+def test_keep_latest_with_nothing_to_delete_sends_no_delete() -> None:
+    heads = [key("a", "", "c2")]
+    sent, _ = drive(
+        SaverCore().prune_op(["a"]),
+        [LOCKED, heads, [*heads, key("a", "", "c1")], [key("a", "", "c1"), *heads]],
+    )
+    assert [s.name for s in sent] == [
+        "lock_threads_for_maintenance",
+        "thread_heads",
+        "rebuild_dependencies",
+        "thread_checkpoint_ids",
+    ]
+
+
+def test_keep_latest_of_threads_without_checkpoints_deletes_nothing() -> None:
+    sent, _ = drive(SaverCore().prune_op(["a"]), [LOCKED, [], []])
+    # no heads: nothing to rebuild, and nothing is older than a head
+    assert [s.name for s in sent] == [
+        "lock_threads_for_maintenance",
+        "thread_heads",
+        "thread_checkpoint_ids",
+    ]
+
+
+def test_the_delete_strategy_deletes_the_locked_threads_whole() -> None:
+    sent, _ = drive(SaverCore().prune_op(["b", "a"], strategy="delete"), [LOCKED, []])
+    lock, delete = sent
+    assert locked(lock, "a", "b")
+    assert (delete.name, dict(delete.params)) == ("delete_threads", {"thread_ids": ["a", "b"]})
+
+
+@pytest.mark.parametrize(
+    ("thread_ids", "strategy", "message"),
+    [
+        ("a", "keep_latest", "not one string"),
+        (["a"], "keep_newest", "unknown prune strategy 'keep_newest'"),
+        (["a\x00"], "delete", "NUL"),
+    ],
+)
+def test_prune_refuses_bad_input_before_any_statement(
+    thread_ids: Any, strategy: str, message: str
+) -> None:
+    with pytest.raises(InvalidInputError, match=message):
+        next(SaverCore().prune_op(thread_ids, strategy=strategy))
+
+
+def test_prune_of_no_threads_runs_nothing() -> None:
+    assert drive(SaverCore().prune_op([]), []) == ([], None)
+
+
+# -- delete_for_runs_op -------------------------------------------------------------
+
+
+def test_delete_for_runs_deletes_the_runs_checkpoints_others_do_not_need() -> None:
+    first_read = [key("a", "", "c2"), key("a", "", "c3")]
+    # under the lock the run turns out to have saved c4 too
+    under_lock = [*first_read, key("a", "", "c4")]
+    every = [key("a", "", f"c{i}") for i in range(1, 6)]
+    # c5 (another run's) is rebuilt from c4's stored value
+    needed = [key("a", "", "c1"), key("a", "", "c5"), key("a", "", "c4")]
+    sent, _ = drive(
+        SaverCore().delete_for_runs_op(["r2", "r1", "r1"]),
+        [first_read, LOCKED, under_lock, every, needed, []],
+    )
+    runs, lock, runs_again, every_stmt, needed_stmt, delete = sent
+    assert (runs.name, list(runs.params["run_ids"])) == ("run_checkpoints", ["r1", "r2"])
+    assert locked(lock, "a")
+    assert runs_again.name == "run_checkpoints"
+    assert (every_stmt.name, list(every_stmt.params["thread_ids"])) == (
+        "thread_checkpoint_ids",
+        ["a"],
+    )
+    assert needed_stmt.name == "rebuild_dependencies"
+    assert keys_of(needed_stmt) == [("a", "", "c1"), ("a", "", "c5")]  # the survivors
+    assert delete.name == "delete_checkpoints"
+    # c4 was saved by the run, but c5 needs it
+    assert keys_of(delete) == [("a", "", "c2"), ("a", "", "c3")]
+
+
+def test_delete_for_runs_that_saved_nothing_takes_no_lock() -> None:
+    sent, _ = drive(SaverCore().delete_for_runs_op(["r1"]), [[]])
+    assert [s.name for s in sent] == ["run_checkpoints"]
+    assert drive(SaverCore().delete_for_runs_op([]), []) == ([], None)
+    with pytest.raises(InvalidInputError, match="not one string"):
+        next(SaverCore().delete_for_runs_op("r1"))
+
+
+def test_delete_for_runs_that_own_every_checkpoint_deletes_them_all() -> None:
+    mine = [key("a", "", "c1"), key("a", "", "c2")]
+    sent, _ = drive(SaverCore().delete_for_runs_op(["r1"]), [mine, LOCKED, mine, mine, []])
+    # no survivor needs anything: no rebuild_dependencies
+    assert [s.name for s in sent] == [
+        "run_checkpoints",
+        "lock_threads_for_maintenance",
+        "run_checkpoints",
+        "thread_checkpoint_ids",
+        "delete_checkpoints",
+    ]
+    assert keys_of(sent[-1]) == as_keys(mine)

@@ -1,0 +1,323 @@
+"""`get_tuple_op` and `list_op` fed the rows the server would send, without a database.
+
+The rows are made the way the statements make them: from what `put_op` and
+`put_writes_op` sent (`sql/queries/reads.sql` and `_fragments.sql` say which
+columns come back, and in which order).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.conformance.test_utils import generate_config, generate_metadata
+from psycopg.types.json import Jsonb
+from support.checkpoints import with_values
+from support.ops import drive
+
+from pgcheckpoint import DecryptionError, EncryptedSerde
+from pgcheckpoint.core import SaverCore
+from pgcheckpoint.ops import MAX_CHAIN_DEPTH, Row, Stmt
+
+MESSAGES = [f"message {i}: " + "x" * 30 for i in range(20)]  # a list worth a delta
+SERDES = {"plain": None, "encrypted": EncryptedSerde(keys={"k1": bytes(range(32))})}
+
+
+def put(core: SaverCore, thread_id: str, values: dict[str, Any], parent: Any = None) -> Stmt:
+    """Save a checkpoint holding `values`: the put_checkpoint statement, run as stored."""
+    config = generate_config(thread_id)
+    if parent is not None:
+        config["configurable"]["checkpoint_id"] = parent.params["checkpoint_id"]
+    checkpoint, versions = with_values(values)
+    sent, _ = drive(
+        core.put_op(config, checkpoint, generate_metadata(step=len(values)), versions),
+        [[{"stored": True}]],
+    )
+    return sent[0]
+
+
+def put_writes(core: SaverCore, at: Stmt, writes: list[tuple[str, Any]], task_id: str) -> Stmt:
+    config = generate_config(at.params["thread_id"], checkpoint_id=at.params["checkpoint_id"])
+    sent, _ = drive(core.put_writes_op(config, writes, task_id), [[]])
+    return sent[0]
+
+
+def pieces_of(puts: Sequence[Stmt]) -> list[Row]:
+    """The blob rows the puts stored."""
+    return [
+        {
+            "thread_id": p.params["thread_id"],
+            "checkpoint_ns": p.params["checkpoint_ns"],
+            "channel": channel,
+            "version": version,
+            "base_version": base,
+            "type": type_,
+            "blob": data,
+        }
+        for p in puts
+        for channel, version, base, type_, data in zip(
+            p.params["blob_channels"],
+            p.params["blob_versions"],
+            p.params["blob_bases"],
+            p.params["blob_types"],
+            p.params["blob_values"],
+            strict=True,
+        )
+    ]
+
+
+def listed_row(put: Stmt, writes: Sequence[Stmt] = ()) -> Row:
+    """A row of `list_checkpoints`: the checkpoint `put` stored, with `writes` against it,
+    ordered as `ordered_writes` orders them (task_path, task_id, idx)."""
+    p = put.params
+    saved = sorted(
+        (w.params["task_path"], w.params["task_id"], idx, channel, type_, data)
+        for w in writes
+        for idx, channel, type_, data in zip(
+            w.params["idxs"],
+            w.params["channels"],
+            w.params["types"],
+            w.params["blobs"],
+            strict=True,
+        )
+    )
+    columns = ("write_task_ids", "write_idxs", "write_channels", "write_types", "write_values")
+    return {
+        "thread_id": p["thread_id"],
+        "checkpoint_ns": p["checkpoint_ns"],
+        "checkpoint_id": p["checkpoint_id"],
+        "parent_checkpoint_id": p["parent_checkpoint_id"],
+        "type": p["type"],
+        "checkpoint": p["checkpoint"],
+        "channel_versions": p["channel_versions"].obj,
+        "metadata_type": p["metadata_type"],
+        "metadata_blob": p["metadata_blob"],
+        # array_agg over no rows is NULL
+        **{
+            column: [w[i] for w in saved] or None
+            for column, i in zip(columns, (1, 2, 3, 4, 5), strict=True)
+        },
+    }
+
+
+def tuple_row(put: Stmt, stored: Sequence[Stmt], writes: Sequence[Stmt] = ()) -> Row:
+    """A row of `checkpoint_tuple_from`: `listed_row` with the checkpoint's values,
+    per channel (sorted) the chain of pieces from `stored`, the full value first."""
+    row = listed_row(put, writes)
+    by_key = {(b["channel"], b["version"]): b for b in pieces_of(stored)}
+    chains = []
+    for channel in sorted(row["channel_versions"]):
+        chain, at = [], row["channel_versions"][channel]
+        while (channel, at) in by_key:
+            chain.append(by_key[(channel, at)])
+            at = by_key[(channel, at)]["base_version"]
+        chains.extend(reversed(chain))
+    for column, key in [
+        ("blob_channels", "channel"),
+        ("blob_versions", "version"),
+        ("blob_bases", "base_version"),
+        ("blob_types", "type"),
+        ("blob_values", "blob"),
+    ]:
+        row[column] = [b[key] for b in chains] or None
+    return row
+
+
+def value_rows(stored: Sequence[Stmt], alive: Sequence[Stmt]) -> list[Row]:
+    """What `listed_values` returns: each piece once ('v'), and each listed checkpoint
+    that still exists ('c')."""
+    values = [{"kind": "v", "checkpoint_id": None, **b} for b in pieces_of(stored)]
+    checkpoints = [
+        {
+            "kind": "c",
+            "thread_id": p.params["thread_id"],
+            "checkpoint_ns": p.params["checkpoint_ns"],
+            "checkpoint_id": p.params["checkpoint_id"],
+            **dict.fromkeys(("channel", "version", "base_version", "type", "blob")),
+        }
+        for p in alive
+    ]
+    return values + checkpoints
+
+
+def a_chat(core: SaverCore) -> tuple[Stmt, Stmt]:
+    """Two checkpoints of thread `t`: a list, then the list grown (stored as a delta)."""
+    first = put(core, "t", {"title": "chat", "messages": MESSAGES})
+    second = put(core, "t", {"title": "chat", "messages": [*MESSAGES, "new"]}, parent=first)
+    assert second.params["blob_bases"] == [first.params["blob_versions"][0]]
+    return first, second
+
+
+# -- get_tuple_op -------------------------------------------------------------------
+
+
+def test_get_tuple_reads_the_latest_or_the_named_checkpoint() -> None:
+    core = SaverCore()
+    sent, found = drive(core.get_tuple_op(generate_config("t", checkpoint_ns="ns")), [[]])
+    assert [(s.name, dict(s.params)) for s in sent] == [
+        ("get_latest_checkpoint", {"thread_id": "t", "checkpoint_ns": "ns"})
+    ]
+    assert found is None
+    sent, found = drive(core.get_tuple_op(generate_config("t", checkpoint_id="c9")), [[]])
+    assert [(s.name, dict(s.params)) for s in sent] == [
+        ("get_checkpoint_by_id", {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": "c9"})
+    ]
+    assert found is None
+
+
+@pytest.mark.parametrize("serde", sorted(SERDES))
+def test_get_tuple_decodes_its_row_into_what_was_saved(serde: str) -> None:
+    core = SaverCore(serde=SERDES[serde])
+    first, second = a_chat(core)
+    writes = [
+        put_writes(core, second, [("x", 1), ("y", {"deep": [2]})], "task-b"),
+        put_writes(core, second, [("__error__", "boom")], "task-a"),
+    ]
+    row = tuple_row(second, [first, second], writes)
+    config = generate_config("t", checkpoint_id=second.params["checkpoint_id"])
+    _, tup = drive(SaverCore(serde=SERDES[serde]).get_tuple_op(config), [[row]])
+
+    assert tup.config == {
+        "configurable": {
+            "thread_id": "t",
+            "checkpoint_ns": "",
+            "checkpoint_id": second.params["checkpoint_id"],
+        }
+    }
+    assert tup.parent_config == {
+        "configurable": {
+            "thread_id": "t",
+            "checkpoint_ns": "",
+            "checkpoint_id": first.params["checkpoint_id"],
+        }
+    }
+    assert tup.checkpoint["id"] == second.params["checkpoint_id"]
+    assert tup.checkpoint["channel_values"] == {"title": "chat", "messages": [*MESSAGES, "new"]}
+    assert tup.checkpoint["channel_versions"] == second.params["channel_versions"].obj
+    assert (tup.metadata["source"], tup.metadata["step"]) == ("loop", 2)
+    # in the statement's order: task_path, then task_id, then idx
+    assert tup.pending_writes == [
+        ("task-a", "__error__", "boom"),
+        ("task-b", "x", 1),
+        ("task-b", "y", {"deep": [2]}),
+    ]
+
+
+def test_get_tuple_of_a_checkpoint_without_values_or_writes() -> None:
+    core = SaverCore()
+    only = put(core, "t", {"count": 1})
+    row = tuple_row(only, [only])
+    assert row["blob_channels"] is None and row["write_task_ids"] is None
+    _, tup = drive(core.get_tuple_op(generate_config("t")), [[row]])
+    assert tup.checkpoint["channel_values"] == {"count": 1}
+    assert (tup.parent_config, tup.pending_writes) == (None, [])
+
+
+def test_a_channel_stored_empty_has_no_value() -> None:
+    core = SaverCore()
+    at = put(core, "t", {"messages": ["a"]})
+    row = tuple_row(at, [at])
+    row.update(
+        blob_channels=["gone", *row["blob_channels"]],
+        blob_versions=["1", *row["blob_versions"]],
+        blob_bases=[None, *row["blob_bases"]],
+        blob_types=["empty", *row["blob_types"]],
+        blob_values=[None, *row["blob_values"]],
+    )
+    _, tup = drive(core.get_tuple_op(generate_config("t")), [[row]])
+    assert tup.checkpoint["channel_values"] == {"messages": ["a"]}
+
+
+def test_each_encrypted_value_opens_only_at_its_own_row() -> None:
+    core = SaverCore(serde=SERDES["encrypted"])
+    at = put(core, "t", {"messages": ["a"]})
+    row = tuple_row(at, [at], [put_writes(core, at, [("x", 1), ("y", 2)], "task")])
+    row["write_idxs"] = row["write_idxs"][::-1]  # each write now claims the other's place
+    with pytest.raises(DecryptionError):
+        drive(core.get_tuple_op(generate_config("t")), [[row]])
+
+
+# -- list_op ------------------------------------------------------------------------
+
+
+def test_list_of_one_thread_reads_a_page_then_its_values_once() -> None:
+    core = SaverCore()
+    first, second = a_chat(core)
+    page = [listed_row(second), listed_row(first)]
+    config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    sent, (kept, recheck) = drive(
+        core.list_op(config, limit=5), [page, value_rows([first, second], [first, second])]
+    )
+
+    assert [s.name for s in sent] == ["list_thread_checkpoints", "listed_values"]
+    assert dict(sent[0].params) == {
+        "thread_id": "t",
+        "checkpoint_ns": "",
+        "checkpoint_id": None,
+        "before": None,
+        "filter": None,
+        "limit": 5,
+    }
+    keys = sent[1].params
+    assert (list(keys["thread_ids"]), list(keys["checkpoint_nss"])) == (["t", "t"], ["", ""])
+    assert list(keys["checkpoint_ids"]) == [
+        second.params["checkpoint_id"],
+        first.params["checkpoint_id"],
+    ]
+    assert keys["max_depth"] == MAX_CHAIN_DEPTH
+    assert recheck is None
+    assert kept == page  # the same rows, given their values
+    assert kept[0]["blob_versions"] == [
+        first.params["blob_versions"][0],  # the full list first,
+        second.params["blob_versions"][0],  # then the delta on it
+    ]
+    listed = list(core.decode_listed(kept, None, None))
+    assert [t.checkpoint["channel_values"]["messages"] for t in listed] == [
+        [*MESSAGES, "new"],
+        MESSAGES,
+    ]
+    assert [t.checkpoint["channel_values"]["title"] for t in listed] == ["chat", "chat"]
+
+
+def test_a_checkpoint_deleted_before_its_values_were_read_is_left_out() -> None:
+    core = SaverCore()
+    first, second = a_chat(core)
+    other = put(core, "u", {"messages": ["elsewhere"]})
+    page = [listed_row(other), listed_row(second), listed_row(first)]
+    # the second statement finds `second` gone (a prune ran between the two)
+    gone = value_rows([first, other], [first, other])
+    sent, (kept, _) = drive(core.list_op(None), [page, gone])
+    assert [s.name for s in sent] == ["list_checkpoints", "listed_values"]
+    assert list(sent[1].params["thread_ids"]) == ["u", "t", "t"]
+    assert [r["checkpoint_id"] for r in kept] == [
+        other.params["checkpoint_id"],
+        first.params["checkpoint_id"],
+    ]
+    listed = list(core.decode_listed(kept, None, None))
+    assert [t.checkpoint["channel_values"]["messages"] for t in listed] == [
+        ["elsewhere"],
+        MESSAGES,
+    ]
+
+
+def test_an_empty_page_needs_no_second_statement() -> None:
+    sent, result = drive(SaverCore().list_op({"configurable": {"thread_id": "t"}}), [[]])
+    assert [s.name for s in sent] == ["list_checkpoints"]  # no namespace: every one
+    assert result == ([], None)
+
+
+def test_list_filters_go_to_the_statement_and_what_jsonb_cannot_hold_is_rechecked() -> None:
+    before = generate_config("t", checkpoint_id="c5")
+    sent, _ = drive(
+        SaverCore().list_op(None, filter={"source": "loop"}, before=before, limit=2), [[]]
+    )
+    params = sent[0].params
+    assert (params["before"], params["limit"]) == ("c5", 2)
+    assert isinstance(params["filter"], Jsonb) and params["filter"].obj == {"source": "loop"}
+
+    lossy = {"note": "a\x00b"}  # JSONB holds no NUL: the page cannot be limited in SQL
+    sent, (_, recheck) = drive(SaverCore().list_op(None, filter=lossy, limit=2), [[]])
+    assert sent[0].params["limit"] is None
+    assert sent[0].params["filter"].obj == {"note": "a\ufffdb"}
+    assert recheck == lossy
