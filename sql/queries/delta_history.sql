@@ -47,30 +47,14 @@ WITH RECURSIVE walk(checkpoint_id, parent_checkpoint_id, depth, walking, found) 
         LIMIT 1
     ) p
     WHERE w.depth > 0 AND cardinality(w.found) > 0
-), seed(depth, checkpoint_id, channel, version, base_version, piece, type, blob) AS (
-    -- A stored seed, with the chain of bases when it is a delta (piece 0 is the
-    -- seed itself, the highest piece the full value).
-    SELECT h.depth, h.checkpoint_id, b.channel, b.version, b.base_version, 0, b.type, b.blob
+), chain_head(thread_id, checkpoint_ns, channel, version) AS (
+    -- the seeds stored as blobs, each with the chain of bases of a delta (delta_chain)
+    SELECT %(thread_id)s::text, %(checkpoint_ns)s::text, f.channel,
+           h.channel_versions ->> f.channel
     FROM holders h
     CROSS JOIN LATERAL unnest(h.found) AS f(channel)
-    JOIN LATERAL (
-        SELECT * FROM {schema}.pgc_blobs b
-        WHERE b.thread_id = %(thread_id)s AND b.checkpoint_ns = %(checkpoint_ns)s
-          AND b.channel = f.channel AND b.version = h.channel_versions ->> f.channel
-        LIMIT 1
-    ) b ON true
     WHERE NOT (f.channel = ANY(h.inline_channels))
-    UNION ALL
-    SELECT s.depth, s.checkpoint_id, b.channel, b.version, b.base_version, s.piece + 1,
-           b.type, b.blob
-    FROM seed s
-    CROSS JOIN LATERAL (
-        SELECT * FROM {schema}.pgc_blobs b
-        WHERE b.thread_id = %(thread_id)s AND b.checkpoint_ns = %(checkpoint_ns)s
-          AND b.channel = s.channel AND b.version = s.base_version
-        LIMIT 1
-    ) b
-)
+), {delta_chain}
 SELECT 'w' AS kind, w.depth, w.checkpoint_id, x.channel, NULL::text AS version,
        NULL::text AS base_version, x.task_path, x.task_id, x.idx, x.type, x.blob,
        NULL::text[] AS found
@@ -80,9 +64,13 @@ JOIN {schema}.pgc_writes x
  AND x.checkpoint_id = w.checkpoint_id AND x.channel = ANY(w.walking)
 WHERE w.depth > 0
 UNION ALL
-SELECT 's', s.depth, s.checkpoint_id, s.channel, s.version, s.base_version, NULL, NULL,
-       s.piece, s.type, s.blob, NULL
-FROM seed s
+-- a seed's pieces, under the one ancestor that found its channel; idx is the
+-- piece: 0 the seed itself, the highest the full value
+SELECT 's', h.depth, h.checkpoint_id, s.channel, s.version, s.base_version, NULL, NULL,
+       s.depth, s.type, s.blob, NULL
+FROM chain s
+JOIN holders h ON s.channel = ANY(h.found)
+WHERE s.depth >= 0
 UNION ALL
 SELECT 'i', h.depth, h.checkpoint_id, NULL, NULL, NULL, NULL, NULL, NULL,
        h.type, h.checkpoint, h.found

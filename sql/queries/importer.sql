@@ -1,4 +1,6 @@
--- The official langgraph-checkpoint-postgres tables, read by the importer.
+-- Import from langgraph-checkpoint-postgres (pgcheckpoint.maintenance.importer).
+-- These statements read the official saver's tables, and here `{schema}` is the
+-- schema of those tables; the import writes through insert_copied_rows.
 
 -- name: lg_source_tables
 SELECT table_name::text AS table_name FROM information_schema.tables
@@ -53,5 +55,4 @@ FROM unnest(%(checkpoint_nss)s::text[], %(checkpoint_ids)s::text[])
 JOIN {schema}.checkpoint_writes w
   ON w.thread_id = %(thread_id)s AND w.checkpoint_ns = k.checkpoint_ns
  AND w.checkpoint_id = k.checkpoint_id AND w.channel = '__pregel_tasks'
-ORDER BY w.checkpoint_ns, w.checkpoint_id,
-         w.task_path COLLATE "C", w.task_id COLLATE "C", w.idx
+ORDER BY w.checkpoint_ns, w.checkpoint_id, {writes_order}

@@ -1,5 +1,16 @@
 -- Thread locks: session advisory locks that let one worker at a time run a thread.
 
+-- fragment: thread_lock_holder_pid
+-- Thread locks (pgcheckpoint.locking) are session advisory locks (lock_class, key)
+-- held on a connection reserved for one guarded run. Keys are cast to int4 so
+-- the two-key functions are called; pg_locks shows them as classid/objid oids
+-- with objsubid = 2.
+SELECT l.pid FROM pg_catalog.pg_locks l
+WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+  AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())
+  AND l.classid = %(lock_class)s::int4::oid AND l.objid = %(key)s::int4::oid
+LIMIT 1
+
 -- name: try_thread_lock
 -- Try once; when taken, name the session holding it (NULL if it just let go).
 -- A session that already holds the lock before trying is shared with another

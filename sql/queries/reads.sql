@@ -1,5 +1,40 @@
 -- Reading checkpoints: one by id or the latest, and listing them with their values.
 
+-- fragment: listed_columns
+-- A `list` row: a checkpoint row `c` and its pending writes `wr`; `listed_values`
+-- fetches the stored values of a whole page at once.
+c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
+c.type, c.checkpoint, c.channel_versions, c.metadata_type, c.metadata_blob,
+wr.write_task_ids, wr.write_idxs, wr.write_channels, wr.write_types, wr.write_values
+
+-- fragment: tuple_columns
+-- The columns `SaverCore.load_tuple` decodes: a `list` row's and the stored values `bl`.
+{listed_columns},
+bl.blob_channels, bl.blob_versions, bl.blob_bases, bl.blob_types, bl.blob_values
+
+-- fragment: checkpoint_tuple_from
+-- A checkpoint row with its stored channel values (delta_chain) and its pending writes.
+SELECT {tuple_columns}
+FROM {schema}.pgc_checkpoints c
+CROSS JOIN LATERAL (
+    WITH RECURSIVE chain_head(thread_id, checkpoint_ns, channel, version) AS (
+        SELECT c.thread_id, c.checkpoint_ns, v.channel, c.channel_versions ->> v.channel
+        FROM unnest(ARRAY(SELECT jsonb_object_keys(c.channel_versions))) AS v(channel)
+    ), {delta_chain}
+    {chain_arrays}
+) bl
+{ordered_writes}
+
+-- fragment: list_page
+-- The end of the subquery that picks a `list` page from checkpoints `p`: the
+-- optional filters, which stay static (a NULL parameter switches its predicate
+-- off), then the `limit` newest.
+(%(checkpoint_id)s::text IS NULL OR p.checkpoint_id = %(checkpoint_id)s)
+AND (%(before)s::text IS NULL OR p.checkpoint_id < %(before)s)
+AND (%(filter)s::jsonb IS NULL OR p.metadata @> %(filter)s)
+ORDER BY p.checkpoint_id DESC
+LIMIT %(limit)s
+
 -- name: get_latest_checkpoint
 -- retry: safe
 {checkpoint_tuple_from}
@@ -15,24 +50,22 @@ WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns = %(checkpoint_ns)s
 
 -- name: list_checkpoints
 -- retry: safe
--- Optional filters stay static: a NULL parameter switches its predicate off. The
--- page is chosen first, on the checkpoints table alone, and only its rows get
--- their writes: a prepared statement's generic plan (from its sixth run)
+-- The page is chosen first, on the checkpoints table alone, and only its rows
+-- get their writes: a prepared statement's generic plan (from its sixth run)
 -- cannot see which filters are off, and would otherwise gather the writes of
--- every matching checkpoint before applying the limit.
+-- every matching checkpoint before applying the limit. The two list statements
+-- share their page as a fragment, not as a common table expression, which took
+-- the planner 30 us more: list_thread_checkpoints is planned at every call (its
+-- custom plans cost less than its generic one).
 SELECT {listed_columns}
 FROM (
     SELECT p.*
     FROM {schema}.pgc_checkpoints p
     WHERE (%(thread_id)s::text IS NULL OR p.thread_id = %(thread_id)s)
       AND (%(checkpoint_ns)s::text IS NULL OR p.checkpoint_ns = %(checkpoint_ns)s)
-      AND (%(checkpoint_id)s::text IS NULL OR p.checkpoint_id = %(checkpoint_id)s)
-      AND (%(before)s::text IS NULL OR p.checkpoint_id < %(before)s)
-      AND (%(filter)s::jsonb IS NULL OR p.metadata @> %(filter)s)
-    ORDER BY p.checkpoint_id DESC
-    LIMIT %(limit)s
+      AND {list_page}
 ) c
-{tuple_writes}
+{ordered_writes}
 ORDER BY c.checkpoint_id DESC
 
 -- name: list_thread_checkpoints
@@ -45,13 +78,9 @@ FROM (
     SELECT p.*
     FROM {schema}.pgc_checkpoints p
     WHERE p.thread_id = %(thread_id)s AND p.checkpoint_ns = %(checkpoint_ns)s
-      AND (%(checkpoint_id)s::text IS NULL OR p.checkpoint_id = %(checkpoint_id)s)
-      AND (%(before)s::text IS NULL OR p.checkpoint_id < %(before)s)
-      AND (%(filter)s::jsonb IS NULL OR p.metadata @> %(filter)s)
-    ORDER BY p.checkpoint_id DESC
-    LIMIT %(limit)s
+      AND {list_page}
 ) c
-{tuple_writes}
+{ordered_writes}
 ORDER BY c.checkpoint_id DESC
 
 -- name: listed_values
@@ -59,12 +88,13 @@ ORDER BY c.checkpoint_id DESC
 -- being copied), each once: the channel versions the checkpoints name, and the
 -- chains of bases of those stored as deltas ('v' rows). The checkpoints of a
 -- long chat share most of their messages (one full value and its deltas),
--- which one row per checkpoint would send again in each. Also which of the
+-- which one row per checkpoint would send again in each; the client puts each
+-- checkpoint's chains together (`Reads.listed_values_op`). Also which of the
 -- checkpoints exist ('c' rows): one deleted since its page was read is left
 -- out, as if it had been deleted before; one that exists in this statement's
 -- snapshot has all its values here.
--- The walk over delta bases (base_level_step) carries no bytes; each blob is
--- read once, at the end.
+-- The walk over delta bases (level_walk) carries no bytes; each blob is read
+-- once, at the end.
 WITH RECURSIVE listed AS MATERIALIZED (
     SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.channel_versions,
            c.inline_channels
@@ -73,20 +103,15 @@ WITH RECURSIVE listed AS MATERIALIZED (
     JOIN {schema}.pgc_checkpoints c
       ON c.thread_id = k.thread_id AND c.checkpoint_ns = k.checkpoint_ns
      AND c.checkpoint_id = k.checkpoint_id
-), level(depth, thread_ids, checkpoint_nss, channels, versions) AS (
-    SELECT 0, array_agg(c.thread_id), array_agg(c.checkpoint_ns), array_agg(v.channel),
-           array_agg(v.version)
+), level_head AS (
+    SELECT c.thread_id, c.checkpoint_ns, v.channel, v.version
     FROM listed c
     CROSS JOIN LATERAL jsonb_each_text(c.channel_versions) AS v(channel, version)
     WHERE NOT (v.channel = ANY(c.inline_channels))
-    UNION ALL
-    {base_level_step}
-), wanted AS (
-    {level_keys}
-)
+), {level_walk}
 SELECT 'v' AS kind, b.thread_id, b.checkpoint_ns, NULL::text AS checkpoint_id, b.channel,
        b.version, b.base_version, b.type, b.blob
-FROM wanted k
+FROM reached k
 CROSS JOIN LATERAL (
     SELECT b.thread_id, b.checkpoint_ns, b.channel, b.version, b.base_version, b.type, b.blob
     FROM {schema}.pgc_blobs b

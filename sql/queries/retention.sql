@@ -1,4 +1,15 @@
--- Retention sweeps: idle threads, locks taken without waiting, batch deletes.
+-- Retention sweeps (pgcheckpoint.maintenance.retention): delete idle threads or trim
+-- history, a batch of threads per short transaction with locks taken without
+-- waiting, safe while the application writes (see the module for the protocol).
+
+-- fragment: idle_threads
+-- The given threads whose newest checkpoint (any namespace) is older than `cutoff`,
+-- as the statement that includes this sees them.
+SELECT t.thread_id FROM unnest(%(thread_ids)s::text[]) AS t(thread_id)
+WHERE NOT EXISTS (
+    SELECT 1 FROM {schema}.pgc_checkpoints n
+    WHERE n.thread_id = t.thread_id AND n.created_at >= %(cutoff)s::timestamptz
+)
 
 -- name: retention_cutoff
 -- The cutoff of an age-based sweep, on the database's clock.

@@ -13,7 +13,3 @@ SELECT EXISTS (
     JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
     WHERE n.nspname = %(schema)s AND c.relname = 'pgcheckpoint_alembic_version'
 ) AS present
-
--- Import from langgraph-checkpoint-postgres (pgcheckpoint.importer). Statements
--- named lg_* read the official saver's tables, and there `{schema}` is the
--- schema of those tables; the import writes through insert_copied_rows.

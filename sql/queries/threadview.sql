@@ -1,5 +1,77 @@
 -- What `pgcheckpoint threads` and `show` read: recent threads, pages of checkpoints.
 
+-- fragment: inspect_checkpoint_facts
+-- `pgcheckpoint show` / `threads`: checkpoint `c` with what can be told without
+-- reading its channel values: its parent's record (whose versions_seen says
+-- which nodes ran), the channels holding a value now, the channels whose version
+-- differs from the parent's with the stored size of the new version, the values
+-- that decide whether a barrier or Send packets trigger nodes (with the bases of
+-- a delta, oldest first), and the writes saved against it (sizes; payloads only
+-- for the special writes: errors, interrupts, resumes, whose idx is negative).
+SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.run_id,
+       c.created_at, c.type, c.checkpoint, c.channel_versions, c.metadata_type,
+       c.metadata_blob, c.metadata,
+       octet_length(c.checkpoint) + octet_length(c.metadata_blob) AS record_bytes,
+       p.type AS parent_type, p.checkpoint AS parent_checkpoint,
+       (SELECT count(DISTINCT x.task_id) FROM {schema}.pgc_writes x
+        WHERE x.thread_id = c.thread_id AND x.checkpoint_ns = c.checkpoint_ns
+          AND x.checkpoint_id = c.parent_checkpoint_id
+          AND starts_with(x.task_path, '~__pregel_push')) AS parent_push_tasks,
+       ch.available_channels, ch.changed_channels, ch.changed_versions, ch.changed_stored,
+       ch.changed_bytes,
+       tr.blob_channels AS trigger_channels, tr.blob_versions AS trigger_versions,
+       tr.blob_types AS trigger_types, tr.blob_values AS trigger_blobs,
+       wr.write_task_ids, wr.write_task_paths, wr.write_idxs, wr.write_channels,
+       wr.write_types, wr.write_bytes, wr.write_payloads
+FROM {schema}.pgc_checkpoints c
+-- Lookups by primary key are LATERAL ... LIMIT 1, which the planner cannot
+-- flatten into a join: on a table it has no statistics for yet (a thread just
+-- written) it would otherwise scan a whole thread for each checkpoint.
+LEFT JOIN LATERAL (
+    SELECT p.type, p.checkpoint, p.channel_versions
+    FROM {schema}.pgc_checkpoints p
+    WHERE p.thread_id = c.thread_id AND p.checkpoint_ns = c.checkpoint_ns
+      AND p.checkpoint_id = c.parent_checkpoint_id
+    LIMIT 1
+) p ON true
+CROSS JOIN LATERAL (
+    SELECT array_agg(v.channel ORDER BY v.channel) FILTER (
+               WHERE v.channel = ANY(c.inline_channels) OR b.type <> 'empty'
+           ) AS available_channels,
+           array_agg(v.channel ORDER BY v.channel) FILTER (WHERE s.changed) AS changed_channels,
+           array_agg(v.version ORDER BY v.channel) FILTER (WHERE s.changed) AS changed_versions,
+           array_agg(
+               CASE WHEN v.channel = ANY(c.inline_channels) THEN 'inline'
+                    WHEN b.type IS NULL OR b.type = 'empty' THEN 'cleared'
+                    WHEN b.base_version IS NOT NULL THEN 'delta'
+                    ELSE 'blob' END
+               ORDER BY v.channel
+           ) FILTER (WHERE s.changed) AS changed_stored,
+           array_agg(b.size ORDER BY v.channel) FILTER (WHERE s.changed) AS changed_bytes
+    FROM jsonb_each_text(c.channel_versions) AS v(channel, version)
+    LEFT JOIN LATERAL (
+        SELECT b.type, b.base_version, octet_length(b.blob) AS size
+        FROM {schema}.pgc_blobs b
+        WHERE b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns
+          AND b.channel = v.channel AND b.version = v.version
+        LIMIT 1
+    ) b ON true
+    CROSS JOIN LATERAL (
+        SELECT (p.channel_versions ->> v.channel) IS DISTINCT FROM v.version AS changed
+    ) s
+) ch
+CROSS JOIN LATERAL (
+    WITH RECURSIVE chain_head(thread_id, checkpoint_ns, channel, version) AS (
+        SELECT c.thread_id, c.checkpoint_ns, v.channel, v.version
+        FROM jsonb_each_text(c.channel_versions) AS v(channel, version)
+        WHERE v.channel = '__pregel_tasks' OR starts_with(v.channel, 'join:')
+    ), {delta_chain}
+    -- a cleared channel ('empty') holds no value to decode
+    {chain_arrays}
+      AND type <> 'empty'
+) tr
+{ordered_writes}
+
 -- name: inspect_recent_threads
 -- The `limit` threads with the most recent checkpoints, newest first, each with
 -- its counts, stored size and the facts of its latest root checkpoint. The walk
@@ -132,7 +204,3 @@ WHERE thread_id = %(thread_id)s AND checkpoint_ns = %(checkpoint_ns)s
        OR right(checkpoint_id, char_length(%(checkpoint_id)s)) = %(checkpoint_id)s)
 ORDER BY checkpoint_id = %(checkpoint_id)s DESC, checkpoint_id DESC
 LIMIT 5
-
--- Retention (pgcheckpoint.retention): sweeps that delete old threads or trim
--- history, a batch of threads per short transaction, safe while the
--- application writes (see the module for the protocol).

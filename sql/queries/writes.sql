@@ -1,5 +1,16 @@
 -- Saving: a checkpoint with its new channel values, and a task's pending writes.
 
+-- fragment: insert_task_writes
+-- The writes of one task at a checkpoint, as put_writes gives them; the
+-- statement says what a write already saved under the same key does.
+INSERT INTO {schema}.pgc_writes (
+    thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob
+)
+SELECT %(thread_id)s, %(checkpoint_ns)s, %(checkpoint_id)s, %(task_id)s, %(task_path)s,
+       w.idx, w.channel, w.type, w.blob
+FROM unnest(%(idxs)s::int[], %(channels)s::text[], %(types)s::text[], %(blobs)b::bytea[])
+     AS w(idx, channel, type, blob)
+
 -- name: put_checkpoint
 -- retry: safe
 -- One statement, so a checkpoint and its new channel values commit together. A
@@ -56,13 +67,7 @@ SELECT stored FROM guard
 -- name: upsert_writes
 -- retry: safe
 -- Special writes (errors, interrupts, resumes) replace an earlier attempt's.
-INSERT INTO {schema}.pgc_writes (
-    thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob
-)
-SELECT %(thread_id)s, %(checkpoint_ns)s, %(checkpoint_id)s, %(task_id)s, %(task_path)s,
-       w.idx, w.channel, w.type, w.blob
-FROM unnest(%(idxs)s::int[], %(channels)s::text[], %(types)s::text[], %(blobs)b::bytea[])
-     AS w(idx, channel, type, blob)
+{insert_task_writes}
 ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SET
     channel = EXCLUDED.channel,
     type = EXCLUDED.type,
@@ -72,11 +77,5 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SE
 -- name: insert_writes
 -- retry: safe
 -- A task's regular writes are saved once; a retry of the same task keeps the first.
-INSERT INTO {schema}.pgc_writes (
-    thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob
-)
-SELECT %(thread_id)s, %(checkpoint_ns)s, %(checkpoint_id)s, %(task_id)s, %(task_path)s,
-       w.idx, w.channel, w.type, w.blob
-FROM unnest(%(idxs)s::int[], %(channels)s::text[], %(types)s::text[], %(blobs)b::bytea[])
-     AS w(idx, channel, type, blob)
+{insert_task_writes}
 ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
