@@ -279,6 +279,11 @@ async def test_threads_in_use_are_skipped_then_taken_by_the_next_sweep(
             for thread_id, checkpoints in ((pruning, 8), (guarded, 4)):
                 listed = await api.list({"configurable": {"thread_id": thread_id}})
                 assert len(listed) == checkpoints
+            # released here, not by closing: a closed session may outlive close()
+            runner.execute(
+                "SELECT pg_advisory_unlock(%s::int4, %s::int4)",
+                (0x7067636C, thread_lock_key(guarded, "public")),
+            )
         other.rollback()
     report = await api.prune_older_than(MONTH)
     assert (report.threads, report.skipped) == (2, [])

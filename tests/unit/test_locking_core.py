@@ -248,3 +248,12 @@ def test_resume_command_needs_the_graph_to_save_through_the_saver() -> None:
     assert command.resume == {"approved": True}
     with pytest.raises(InvalidInputError, match="checkpointer=saver"):
         resume_command(Graph(), object(), "x")
+
+
+def test_the_pg_cron_procedure_spells_the_same_lock_classes() -> None:
+    # sql/retention.sql runs inside PostgreSQL and cannot import them
+    from pgcheckpoint.resources import sql_dir
+
+    text = (sql_dir() / "retention.sql").read_text(encoding="utf-8")
+    assert f"maintenance_lock CONSTANT int := {LOCK_CLASS_MAINTENANCE};" in text
+    assert f"run_lock CONSTANT int := {LOCK_CLASS_THREAD};" in text
