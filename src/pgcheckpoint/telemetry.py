@@ -56,8 +56,9 @@ _CURRENT: ContextVar[Activity | None] = ContextVar("pgcheckpoint_activity", defa
 def operation_name(subject: Any) -> str:
     """The name of the operation an op or sweep generator performs.
 
-    The generator function's name without its `_op` or `_sweep` suffix, so
-    `put_op` is `put`; a driver passes a name where the public one differs.
+    The generator function's name without a leading `_` and its `_op` or
+    `_sweep` suffix, so `put_op` is `put`; a driver passes a name where the
+    public one differs.
 
     Example:
         >>> from pgcheckpoint.core import SaverCore
@@ -67,7 +68,7 @@ def operation_name(subject: Any) -> str:
     code = getattr(subject, "gi_code", None)
     if code is None:
         return "operation"
-    name: str = code.co_name
+    name: str = code.co_name.lstrip("_")
     for suffix in ("_op", "_sweep"):
         if name.endswith(suffix):
             return name[: -len(suffix)]
