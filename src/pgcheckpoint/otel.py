@@ -17,7 +17,8 @@ the statements run, each once, in order), `server.address`, `server.port`,
 
 - `pgcheckpoint.statements`, `pgcheckpoint.round_trips` (statements that waited
   for the server, plus BEGIN and COMMIT of a transaction the op opened; in a
-  pipeline, the statements whose rows were read, plus the sync);
+  pipeline, the statements whose rows were read, the sync, and three for a
+  transaction: the counts libpq's protocol trace shows);
 - `pgcheckpoint.bytes_sent`, `pgcheckpoint.bytes_received`: bytes of stored
   values (bytea parameters and columns: checkpoints, metadata, channel values,
   writes);
@@ -55,6 +56,7 @@ from typing import Any
 
 from opentelemetry import context, metrics, trace
 from opentelemetry.metrics import CallbackOptions, Observation
+from opentelemetry.metrics import _internal as _metrics_internal
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from psycopg.pq import TransactionStatus
 
@@ -146,21 +148,33 @@ class Otel:
         if telemetry.meter_provider is None:
             metrics.get_meter_provider()
         self._decided: bool | None = None
+        # Both providers global, and their globals where this version of the API
+        # keeps them: while neither is set, one look at each says no.
+        self._globals = (
+            telemetry.tracer_provider is None
+            and telemetry.meter_provider is None
+            and hasattr(trace, "_TRACER_PROVIDER")
+            and hasattr(_metrics_internal, "_METER_PROVIDER")
+        )
 
     def listening(self) -> bool:
         """Whether a tracer or meter provider that sends something is configured."""
         decided = self._decided
         if decided is not None:
             return decided
+        if (
+            self._globals
+            and trace._TRACER_PROVIDER is None  # type: ignore[attr-defined]
+            and _metrics_internal._METER_PROVIDER is None
+        ):
+            return False
         tracer_provider = self.telemetry.tracer_provider
         if tracer_provider is None:
             tracer_provider = _global_provider(trace, "_TRACER_PROVIDER", trace.get_tracer_provider)
         meter_provider = self.telemetry.meter_provider
         if meter_provider is None:
-            from opentelemetry.metrics import _internal as metrics_internal
-
             meter_provider = _global_provider(
-                metrics_internal, "_METER_PROVIDER", metrics.get_meter_provider
+                _metrics_internal, "_METER_PROVIDER", metrics.get_meter_provider
             )
         listening = _sends(tracer_provider) or _sends(meter_provider)
         if tracer_provider is not None and meter_provider is not None:
@@ -258,17 +272,21 @@ class Traced(Activity):
 
     def connected(self, conn: Any, *, atomic: bool, pipelined: bool) -> None:
         info = conn.info
+        where: dict[str, Any] = {}
         if self._schema is not None:
-            self._namespace = f"{info.dbname}.{self._schema}"
-            self.span.set_attribute("db.namespace", self._namespace)
+            where["db.namespace"] = self._namespace = f"{info.dbname}.{self._schema}"
         if info.host:
-            self.span.set_attribute("server.address", info.host)
-            self.span.set_attribute("server.port", info.port)
-        # the transaction the driver opens: see `_run_on`
+            where["server.address"], where["server.port"] = info.host, info.port
+        self.span.set_attributes(where)
+        # Whether the driver opens a transaction (or a savepoint), as `_run_on`
+        # decides; the counts below match libpq's protocol trace.
         idle = info.transaction_status == TransactionStatus.IDLE
+        transaction = atomic or (not conn.autocommit and (pipelined or not idle))
         if pipelined:
-            self._round_trips += 1  # the sync that ends the op
-        elif atomic or (not conn.autocommit and not idle):
+            # the sync that ends the op, and in a pipeline a transaction's start
+            # and end each wait for the server
+            self._round_trips += 4 if transaction else 1
+        elif transaction:
             self._round_trips += 2  # BEGIN and COMMIT, or a savepoint and its release
         self._pipelined = pipelined
 
