@@ -25,6 +25,7 @@ Example:
 from __future__ import annotations
 
 import logging
+import threading
 import weakref
 from collections.abc import Sequence
 from contextvars import ContextVar
@@ -227,15 +228,19 @@ class Telemetry:
             return None
         otel = self._otel
         if otel is None:
-            module = _otel_module()
-            if module is None:
-                return None
-            otel = self._otel = module.Otel(self)
+            with _MAKING:  # once: its pool gauges are registered with the meter
+                module = _otel_module()
+                if module is None:
+                    return None
+                otel = self._otel
+                if otel is None:
+                    otel = self._otel = module.Otel(self)
         return otel if otel.listening() else None
 
 
 # The `pgcheckpoint.otel` module once imported; None when opentelemetry is not installed.
 _OTEL_MODULE: Any = ...
+_MAKING = threading.Lock()
 
 
 def _otel_module() -> Any:

@@ -22,9 +22,10 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
+from support.chat import chat_graph
 from support.checkpoints import with_values
 from support.faults import WAIT, blocker, terminate_waiting
-from support.savers import SaverApi
+from support.savers import SaverApi, async_saver_in_thread
 
 from pgcheckpoint import (
     AsyncPostgresSaver,
@@ -235,6 +236,21 @@ async def test_the_thread_id_is_recorded_when_the_application_opts_in(
         assert span.attributes.get("pgcheckpoint.thread_id") == thread_id, span.name
     metrics = str(otel.reader.get_metrics_data())
     assert thread_id not in metrics  # a metric series per thread would be one too many
+
+
+def test_the_async_savers_sync_methods_nest_under_the_callers_span(
+    otel: Recorded, db_dsn: str
+) -> None:
+    tracer = otel.tracer_provider.get_tracer("the application")
+    with async_saver_in_thread(db_dsn) as saver:
+        saver.telemetry = otel.telemetry
+        with tracer.start_as_current_span("request") as request:
+            checkpoint, versions = with_values({"items": [1]})
+            config = saver.put(generate_config(new_thread()), checkpoint, {}, versions)
+            assert saver.get_tuple(config) is not None
+    spans = otel.spans()
+    assert [s.name for s in spans] == ["pgcheckpoint.put", "pgcheckpoint.get_tuple"]
+    assert all(s.parent and s.parent.span_id == request.get_span_context().span_id for s in spans)
 
 
 # -- every operation has its span -----------------------------------------------------
@@ -473,3 +489,28 @@ async def savers(
         return
     async with AsyncConnectionPool(dsn, open=False, **settings) as apool:
         yield _Api(AsyncPostgresSaver(apool, telemetry=telemetry, **options), threaded=True)
+
+
+# -- what only pgcheckpoint knows: DeltaChannel caches ---------------------------------
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+async def test_delta_channel_history_spans_count_the_decoded_values_found_cached(
+    otel: Recorded, db_dsn: str, driver: str
+) -> None:
+    config: Any = {"configurable": {"thread_id": new_thread()}}
+    async with savers(driver, db_dsn, otel.telemetry) as api:
+        graph = chat_graph(api.saver, snapshot_frequency=10)
+        for turn in range(4):
+            update = {"messages": [f"human {turn}"], "turn": turn}
+            if api.is_async:
+                await graph.ainvoke(update, config)
+            else:
+                await asyncio.to_thread(graph.invoke, update, config)
+    history = otel.named("get_delta_channel_history")
+    assert history
+    assert all(s.attributes["db.query.summary"].endswith("delta_channel_history") for s in history)
+    hits = sum(s.attributes.get("pgcheckpoint.cache.write.hits", 0) for s in history)
+    misses = sum(s.attributes.get("pgcheckpoint.cache.write.misses", 0) for s in history)
+    # each turn decodes the writes it has not seen, and finds the others decoded
+    assert misses >= 1 and hits >= 1
