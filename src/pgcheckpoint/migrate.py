@@ -56,7 +56,6 @@ VERSION_TABLE = "pgcheckpoint_alembic_version"
 TABLES = ("pgc_checkpoints", "pgc_blobs", "pgc_writes")
 
 
-
 def ident(name: str) -> str:
     """Quote an SQL identifier (a schema name) for text SQL.
 
