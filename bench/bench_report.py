@@ -117,3 +117,19 @@ def wire_table(wire: dict[str, dict[str, dict[str, float]]]) -> str:
                 ]
         lines.append(f"| {op} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def telemetry_table(rows: Sequence[dict[str, Any]]) -> str:
+    """p50 in ms of each call without opentelemetry, with its API alone, and with the SDK."""
+    lines = [
+        "| operation | mode | without opentelemetry | API, no SDK | ratio "
+        "| SDK, in-memory exporter | ratio |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['operation']} | {r['mode']} | {_num(r['none_p50_ms'])} "
+            f"| {_num(r['api_p50_ms'])} | {r['api_ratio']:.3f} "
+            f"| {_num(r['sdk_p50_ms'])} | {r['sdk_ratio']:.3f} |"
+        )
+    return "\n".join(lines)

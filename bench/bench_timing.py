@@ -51,6 +51,7 @@ QUICK = Plan(
 class Results:
     rows: list[Row] = field(default_factory=list)
     wire: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    telemetry: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)

@@ -31,6 +31,9 @@ Workloads:
   of the DeltaChannel chat at its last snapshot (best case) and just before it
   (worst case of the snapshot cycle).
 - wire: round trips and bytes per call, from libpq's trace in a separate pass.
+- telemetry: the calls of the ops workload on pgcheckpoint alone, as without
+  opentelemetry, with its API and no SDK, and with the SDK and an in-memory
+  exporter (`bench_telemetry`): what spans and metrics cost.
 """
 
 from __future__ import annotations
@@ -55,11 +58,12 @@ from bench_concurrency import run_concurrency
 from bench_db import POOL_SIZE, ROOT, Databases, server_dsn
 from bench_graphs import Recording, record_chat
 from bench_ops import run_ops
-from bench_report import markdown_table, wire_table
+from bench_report import markdown_table, telemetry_table, wire_table
 from bench_storage import run_storage
+from bench_telemetry import run_telemetry
 from bench_timing import QUICK, Plan, Results, log
 
-SECTIONS = ("ops", "agent", "concurrency", "storage")
+SECTIONS = ("ops", "agent", "concurrency", "storage", "telemetry")
 MODES = ("sync", "async")
 
 
@@ -104,6 +108,13 @@ def render(results: Results, meta: dict[str, Any]) -> str:
             "",
             wire_table(results.wire),
         ]
+    if results.telemetry:
+        lines += [
+            "",
+            "What telemetry costs, p50 in ms (ratio to without opentelemetry):",
+            "",
+            telemetry_table(results.telemetry),
+        ]
     if results.notes:
         lines += ["", *[f"- {n}" for n in results.notes]]
     if results.errors:
@@ -138,7 +149,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     recordings: dict[bool, Recording] = {}
     plain_turns = max(
-        [plan.chat_turns] * ("storage" in sections) + [max(plan.ops_turns)] * ("ops" in sections),
+        [plan.chat_turns] * ("storage" in sections)
+        + [max(plan.ops_turns)] * bool({"ops", "telemetry"} & set(sections)),
         default=0,
     )
     if plain_turns:
@@ -155,6 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "agent": lambda: run_agent(dbs, plan, modes, results),
             "concurrency": lambda: run_concurrency(dbs, plan, modes, results),
             "storage": lambda: run_storage(dbs, plan, modes, recordings, results),
+            "telemetry": lambda: run_telemetry(dbs, plan, modes, recordings[False], results),
         }
         for section in sections:
             t0 = time.perf_counter()
@@ -183,6 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "meta": meta,
         "rows": [r.as_json() for r in results.rows],
         "wire": results.wire,
+        "telemetry": results.telemetry,
         "notes": results.notes,
         "errors": results.errors,
     }

@@ -23,6 +23,7 @@ from .errors import (
 )
 from .maintenance.rotation import rotate_key
 from .saver import PostgresSaver
+from .telemetry import Telemetry
 
 __all__ = [
     "AsyncPostgresSaver",
@@ -34,6 +35,7 @@ __all__ = [
     "PoolTimeoutError",
     "PostgresSaver",
     "SchemaOutOfDateError",
+    "Telemetry",
     "ThreadBusyError",
     "UnserializableValueError",
     "rotate_key",

@@ -68,6 +68,7 @@ from .maintenance.retention import (
 )
 from .ops import On, Op, OpRun, Row, Sweep
 from .queries import Queries
+from .telemetry import DEFAULT_TELEMETRY, Activity, Telemetry, observe
 from .validate import thread_of
 
 __all__ = ["AsyncPostgresSaver"]
@@ -89,6 +90,9 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCor
         pipe: A pipeline of `conn` to batch statements in (single connection only).
         serde: The serializer of values (default: LangGraph's `JsonPlusSerializer`).
         schema: The Postgres schema that holds the tables.
+        telemetry: Where spans and metrics go, and whether they name threads
+            (`pgcheckpoint.telemetry.Telemetry`); default the global providers,
+            without thread ids.
 
     Example:
         >>> pool = AsyncConnectionPool(DSN)  # doctest: +SKIP
@@ -103,6 +107,7 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCor
         serde: SerializerProtocol | None = None,
         *,
         schema: str = "public",
+        telemetry: Telemetry | None = None,
     ) -> None:
         super().__init__(serde=serde)
         if isinstance(conn, AsyncConnectionPool) and pipe is not None:
@@ -119,6 +124,9 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCor
         self.schema = schema
         self.queries = Queries(schema)
         self.supports_pipeline = Capabilities().has_pipeline()
+        self.telemetry = telemetry or DEFAULT_TELEMETRY
+        if isinstance(conn, AsyncConnectionPool):
+            self.telemetry.watch_pool(conn)
 
     @classmethod
     @asynccontextmanager
@@ -130,6 +138,7 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCor
         serde: SerializerProtocol | None = None,
         pool: bool | Mapping[str, Any] = False,
         schema: str = "public",
+        telemetry: Telemetry | None = None,
     ) -> AsyncIterator[AsyncPostgresSaver]:
         """Open a saver over one new connection (or a pool), closed on exit.
 
@@ -141,6 +150,7 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCor
                 `{"min_size": 2, "max_size": 20, "timeout": 10}`, to open a pool
                 instead of one connection.
             schema: The Postgres schema that holds the tables.
+            telemetry: Where spans and metrics go (`pgcheckpoint.telemetry`).
 
         Example:
             >>> async with AsyncPostgresSaver.from_conn_string(DSN) as saver:  # doctest: +SKIP
@@ -150,16 +160,16 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCor
             async with AsyncConnectionPool(
                 conn_string, **pool_settings(pool, asynchronous=True)
             ) as opened:
-                yield cls(opened, serde=serde, schema=schema)
+                yield cls(opened, serde=serde, schema=schema, telemetry=telemetry)
             return
         async with await AsyncConnection.connect(
             conn_string, autocommit=True, prepare_threshold=0, row_factory=dict_row
         ) as conn:
             if pipeline:
                 async with conn.pipeline() as pipe:
-                    yield cls(conn, pipe, serde=serde, schema=schema)
+                    yield cls(conn, pipe, serde=serde, schema=schema, telemetry=telemetry)
             else:
-                yield cls(conn, serde=serde, schema=schema)
+                yield cls(conn, serde=serde, schema=schema, telemetry=telemetry)
 
     async def setup(self) -> None:
         """Create or upgrade the tables (Alembic, to the newest revision).
@@ -170,7 +180,9 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCor
         Example:
             >>> await saver.setup()  # doctest: +SKIP
         """
-        await asyncio.to_thread(migrate.upgrade, conninfo_of(self.conn), schema=self.schema)
+        await asyncio.to_thread(
+            migrate.upgrade, conninfo_of(self.conn), schema=self.schema, telemetry=self.telemetry
+        )
 
     # -- the driver ---------------------------------------------------------------
 
@@ -187,7 +199,12 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCor
                 yield self.conn
 
     async def run(
-        self, op: Op[T], *, atomic: bool = False, restart: Callable[[], Op[T]] | None = None
+        self,
+        op: Op[T],
+        *,
+        atomic: bool = False,
+        restart: Callable[[], Op[T]] | None = None,
+        name: str | None = None,
     ) -> T:
         """Run an op (`pgcheckpoint.ops`) to its result: the one way every operation runs.
 
@@ -201,14 +218,27 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCor
                 on its own, or joins the caller's open transaction).
             restart: For an op that only reads: makes it anew, so a connection
                 lost at any of its statements starts it over on another one.
+            name: The operation's name in spans and logs, if not the op's
+                function's without `_op` (`pgcheckpoint.telemetry`).
 
         Example:
             >>> from pgcheckpoint.maintenance.stats import storage_stats_op
             >>> (await saver.run(storage_stats_op(saver.schema))).threads  # doctest: +SKIP
             12
         """
+        with observe(self, op, name) as activity:
+            return await self._run(op, restart, activity, atomic=atomic)
+
+    async def _run(
+        self, op: Op[T], restart: Callable[[], Op[T]] | None, activity: Activity, *, atomic: bool
+    ) -> T:
         try:
-            run = OpRun(op, pooled=isinstance(self.conn, AsyncConnectionPool), restart=restart)
+            run = OpRun(
+                op,
+                pooled=isinstance(self.conn, AsyncConnectionPool),
+                restart=restart,
+                activity=activity,
+            )
         except StopIteration as done:  # nothing to run
             return done.value  # type: ignore[no-any-return]
         try:
@@ -232,16 +262,22 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCor
                 raise
             raise error from exc
 
-    async def run_each(self, sweep: Sweep[T]) -> T:
+    async def run_each(self, sweep: Sweep[T], *, name: str | None = None) -> T:
         """Run a sweep: each op it yields in a transaction of its own, to its result.
 
         Each op's result goes back into the sweep, or its error is raised there
         (the sweep may handle it and go on). An `On(saver, op)` runs on that saver.
+        `name` names the sweep in spans and logs, if not its function's
+        without `_sweep`.
 
         Example:
             >>> from pgcheckpoint.maintenance.rotation import rotation_sweep
             >>> report = await saver.run_each(rotation_sweep(saver))  # doctest: +SKIP
         """
+        with observe(self, sweep, name, sweep=True):
+            return await self._run_each(sweep)
+
+    async def _run_each(self, sweep: Sweep[T]) -> T:
         try:
             step = next(sweep)
             while True:
@@ -267,6 +303,8 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCor
     async def _run_on(self, conn: AsyncConnection[Any], run: OpRun[T], *, atomic: bool) -> T:
         cur = cursor_of(conn, self.cursors)
         in_pipe = self.pipe is not None and conn is self.conn
+        if run.activity is not None:
+            run.activity.connected(conn, atomic=atomic, pipelined=in_pipe)
         if atomic:
             async with conn.transaction():
                 result = await self._drive(cur, run)
@@ -452,7 +490,8 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCor
                 max_seconds=max_seconds,
                 dry_run=dry_run,
                 progress=progress,
-            )
+            ),
+            name="prune_older_than",
         )
 
     async def aprune_keep_last(
@@ -484,7 +523,8 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCor
                 max_seconds=max_seconds,
                 dry_run=dry_run,
                 progress=progress,
-            )
+            ),
+            name="prune_keep_last",
         )
 
     async def aget_delta_channel_history(
@@ -500,7 +540,7 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCor
         def history() -> Op[dict[str, DeltaChannelHistory]]:
             return self.delta_history_op(config, wanted)
 
-        return await self.run(history(), restart=history)
+        return await self.run(history(), restart=history, name="get_delta_channel_history")
 
 
     # -- thread locks -------------------------------------------------------------
@@ -539,7 +579,7 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCor
         """
         async with self._lock_connection() as conn:
             op = acquire_op(thread_id, schema=self.schema, timeout=timeout)
-            lock = await self._drive_lock(conn, op)
+            lock = await self._drive_lock(conn, op, "lock_thread", thread_id)
             try:
                 with holding(lock):
                     yield lock
@@ -628,20 +668,26 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCor
         finally:
             slots.release()
 
-    async def _drive_lock(self, conn: AsyncConnection[Any], op: Op[T]) -> T:
-        try:
-            async with conn.cursor(row_factory=dict_row) as cur:
-                return await self._drive(cur, op)
-        except ThreadBusyError:
-            raise  # not taken: the connection holds nothing
-        except BaseException:
-            await conn.close()  # it may hold the lock; ending the session frees it
-            raise
+    async def _drive_lock(
+        self, conn: AsyncConnection[Any], op: Op[T], name: str, thread_id: str
+    ) -> T:
+        with observe(self, op, name, thread_id=thread_id) as activity:
+            try:
+                async with conn.cursor(row_factory=dict_row) as cur:
+                    activity.connected(conn, atomic=False, pipelined=False)
+                    return await self._drive(cur, OpRun(op, activity=activity))
+            except ThreadBusyError:
+                raise  # not taken: the connection holds nothing
+            except BaseException:
+                await conn.close()  # it may hold the lock; ending the session frees it
+                raise
 
     async def _unlock(self, conn: AsyncConnection[Any], lock: ThreadLock) -> bool:
         # False when the session no longer held the lock (then closed)
         try:
-            released = await self._drive_lock(conn, release_op(lock))
+            released = await self._drive_lock(
+                conn, release_op(lock), "unlock_thread", lock.thread_id
+            )
         except Error as exc:
             log_lost(lock, exc)
             return True

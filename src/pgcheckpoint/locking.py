@@ -40,7 +40,6 @@ Example:
 from __future__ import annotations
 
 import hashlib
-import logging
 import math
 import threading
 import weakref
@@ -56,6 +55,7 @@ from psycopg import errors as pg_errors
 
 from .errors import InvalidInputError, PgCheckpointError, ThreadBusyError
 from .ops import Op, Stmt
+from .telemetry import log_context, logger
 from .validate import check_id
 
 __all__ = [
@@ -70,8 +70,6 @@ __all__ = [
     "release_op",
     "thread_lock_key",
 ]
-
-logger = logging.getLogger("pgcheckpoint")
 
 LOCK_CLASS_MIGRATE = 0x7067636D
 LOCK_CLASS_MAINTENANCE = 0x70676374
@@ -247,7 +245,7 @@ def not_held_error(lock: ThreadLock) -> PgCheckpointError:
 
 def log_not_held(lock: ThreadLock) -> None:
     """Log a lock found not held on release, while another error propagates."""
-    logger.warning("%s", not_held_error(lock))
+    logger.warning("%s", not_held_error(lock), extra=log_context("lock_thread", "unlock_thread"))
 
 
 def log_lost(lock: ThreadLock, exc: BaseException) -> None:
@@ -259,6 +257,7 @@ def log_lost(lock: ThreadLock, exc: BaseException) -> None:
         lock.thread_id,
         lock.backend_pid,
         exc,
+        extra=log_context("lock_thread", "unlock_thread"),
     )
 
 

@@ -16,7 +16,6 @@ Example:
 from __future__ import annotations
 
 import io
-import logging
 import shlex
 import time
 from collections.abc import Iterator
@@ -27,10 +26,12 @@ from alembic import command, op
 from alembic.config import Config
 from alembic.script import ScriptDirectory
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
 
 from .errors import PgCheckpointError
 from .locking import LOCK_CLASS_MIGRATE, migration_lock_key
 from .resources import migrations_dir
+from .telemetry import DEFAULT_TELEMETRY, Activity, Telemetry, logger
 
 __all__ = [
     "TABLES",
@@ -53,8 +54,6 @@ __all__ = [
 VERSION_TABLE = "pgcheckpoint_alembic_version"
 # The tables the savers read and write at run time (a revision adding one adds it here).
 TABLES = ("pgc_checkpoints", "pgc_blobs", "pgc_writes")
-
-_log = logging.getLogger(__name__)
 
 
 def ident(name: str) -> str:
@@ -153,7 +152,12 @@ def migration_lock(
 
 
 def upgrade(
-    conninfo: str, *, schema: str = "public", revision: str = "head", lock_timeout: float = 600
+    conninfo: str,
+    *,
+    schema: str = "public",
+    revision: str = "head",
+    lock_timeout: float = 600,
+    telemetry: Telemetry | None = None,
 ) -> str | None:
     """Upgrade the schema to `revision` (default: the newest), creating it if needed.
 
@@ -165,6 +169,7 @@ def upgrade(
         schema: The Postgres schema for the tables and the version table.
         revision: The target revision id, or "head".
         lock_timeout: Seconds to wait for another process's migration.
+        telemetry: Where the `migrate` span goes (`pgcheckpoint.telemetry`).
 
     Returns:
         The revision the schema was at when this call got the lock (None if
@@ -174,14 +179,18 @@ def upgrade(
         >>> upgrade("postgresql://postgres@127.0.0.1/app", schema="tenant_a")  # doctest: +SKIP
         '0001'
     """
-    with migration_lock(conninfo, schema, timeout=lock_timeout):
+    with (
+        _observe("migrate", conninfo, schema, revision, telemetry) as activity,
+        migration_lock(conninfo, schema, timeout=lock_timeout),
+    ):
         before = current(conninfo, schema=schema)
+        activity.set("pgcheckpoint.migration.from", before or "base")
         known = [rev for rev, _down, _title in history()]
         if before is not None and before not in known and revision == "head":
             # A newer pgcheckpoint migrated it; its changes are additive for a
             # release, so this older version runs on it: a rolling deploy must not
             # fail here.
-            _log.warning(
+            logger.warning(
                 "schema %r is at revision %r, newer than this pgcheckpoint's %r; "
                 "leaving it as it is",
                 schema,
@@ -199,7 +208,12 @@ def upgrade(
 
 
 def downgrade(
-    conninfo: str, revision: str, *, schema: str = "public", lock_timeout: float = 600
+    conninfo: str,
+    revision: str,
+    *,
+    schema: str = "public",
+    lock_timeout: float = 600,
+    telemetry: Telemetry | None = None,
 ) -> str | None:
     """Downgrade the schema to `revision` ("base" removes every table).
 
@@ -210,10 +224,25 @@ def downgrade(
         >>> downgrade("postgresql://postgres@127.0.0.1/app", "base")  # doctest: +SKIP
         '0002'
     """
-    with migration_lock(conninfo, schema, timeout=lock_timeout):
+    with (
+        _observe("downgrade", conninfo, schema, revision, telemetry) as activity,
+        migration_lock(conninfo, schema, timeout=lock_timeout),
+    ):
         before = current(conninfo, schema=schema)
+        activity.set("pgcheckpoint.migration.from", before or "base")
         command.downgrade(_config(conninfo, schema), revision)
     return before
+
+
+def _observe(
+    name: str, conninfo: str, schema: str, revision: str, telemetry: Telemetry | None
+) -> Activity:
+    activity = (telemetry or DEFAULT_TELEMETRY).observe(name=name, schema=schema, sweep=True)
+    database = conninfo_to_dict(conninfo).get("dbname")
+    if database:
+        activity.set("db.namespace", f"{database}.{schema}")
+    activity.set("pgcheckpoint.migration.to", revision)
+    return activity
 
 
 def current(conninfo: str, *, schema: str = "public") -> str | None:

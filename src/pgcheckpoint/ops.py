@@ -19,12 +19,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from psycopg import AsyncConnection, Connection, Error, OperationalError
 
 from .arrays import TextArray
 from .queries import retry_safe
+
+if TYPE_CHECKING:
+    from .telemetry import Activity
 
 __all__ = [
     "MAX_CHAIN_DEPTH",
@@ -101,7 +104,8 @@ class OpRun(Generic[T]):
     error without giving it to the op, `may_retry` says yes, and the driver runs
     `again()` once, on another connection. An op that only reads passes
     `restart` (a function that makes it anew): then a connection lost at any of
-    its statements starts it over from the first.
+    its statements starts it over from the first. An `activity`
+    (`pgcheckpoint.telemetry`) hears of each statement and its outcome.
 
     Example:
         >>> def op():
@@ -111,7 +115,7 @@ class OpRun(Generic[T]):
         'schema_revision'
     """
 
-    __slots__ = ("first", "op", "pooled", "restart", "retried", "started")
+    __slots__ = ("activity", "first", "op", "pooled", "restart", "retried", "started")
 
     def __init__(
         self,
@@ -119,23 +123,39 @@ class OpRun(Generic[T]):
         *,
         pooled: bool = False,
         restart: Callable[[], Op[T]] | None = None,
+        activity: Activity | None = None,
     ) -> None:
         self.op = op
         self.pooled = pooled
         self.restart = restart
+        self.activity = activity
         self.first = next(op)
         self.started = False  # the op has seen the outcome of a statement
         self.retried = False
+        if activity is not None:
+            activity.starting(self.first)
 
     def send(self, rows: list[Row]) -> Stmt:
         self.started = True
-        return self.op.send(rows)
+        activity = self.activity
+        if activity is None:
+            return self.op.send(rows)
+        activity.finished(rows)
+        stmt = self.op.send(rows)
+        activity.starting(stmt)
+        return stmt
 
     def throw(self, exc: Error, conn: Connection[Any] | AsyncConnection[Any]) -> Stmt:
+        activity = self.activity
+        if activity is not None:
+            activity.finished(None, exc)
         if self.may_retry(exc, conn):
             raise exc
         self.started = True
-        return self.op.throw(exc)
+        stmt = self.op.throw(exc)
+        if activity is not None:
+            activity.starting(stmt)
+        return stmt
 
     def may_retry(self, exc: BaseException, conn: Connection[Any] | AsyncConnection[Any]) -> bool:
         """Whether `exc`, raised on `conn`, lets the op start over on another connection."""
@@ -158,11 +178,17 @@ class OpRun(Generic[T]):
         has goes through `restart`, which raises StopIteration if the new op needs
         no statement.
         """
+        if self.activity is not None:
+            self.activity.retrying()
         if self.started and self.restart is not None:
             self.op.close()
-            run = OpRun(self.restart(), pooled=self.pooled, restart=self.restart)
+            run = OpRun(
+                self.restart(), pooled=self.pooled, restart=self.restart, activity=self.activity
+            )
         else:
             run = self
+            if self.activity is not None:
+                self.activity.starting(self.first)
         run.retried = True
         return run
 

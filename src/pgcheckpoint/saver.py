@@ -70,6 +70,7 @@ from .maintenance.retention import (
 )
 from .ops import On, Op, OpRun, Row, Sweep
 from .queries import Queries
+from .telemetry import DEFAULT_TELEMETRY, Activity, Telemetry, observe
 from .validate import thread_of
 
 __all__ = ["PostgresSaver"]
@@ -90,6 +91,9 @@ class PostgresSaver(SaverCore):
         pipe: A pipeline of `conn` to batch statements in (single connection only).
         serde: The serializer of values (default: LangGraph's `JsonPlusSerializer`).
         schema: The Postgres schema that holds the tables.
+        telemetry: Where spans and metrics go, and whether they name threads
+            (`pgcheckpoint.telemetry.Telemetry`); default the global providers,
+            without thread ids.
 
     Example:
         >>> pool = ConnectionPool(DSN)  # doctest: +SKIP
@@ -104,6 +108,7 @@ class PostgresSaver(SaverCore):
         serde: SerializerProtocol | None = None,
         *,
         schema: str = "public",
+        telemetry: Telemetry | None = None,
     ) -> None:
         super().__init__(serde=serde)
         if isinstance(conn, ConnectionPool) and pipe is not None:
@@ -119,6 +124,9 @@ class PostgresSaver(SaverCore):
         self.schema = schema
         self.queries = Queries(schema)
         self.supports_pipeline = Capabilities().has_pipeline()
+        self.telemetry = telemetry or DEFAULT_TELEMETRY
+        if isinstance(conn, ConnectionPool):
+            self.telemetry.watch_pool(conn)
 
     @classmethod
     @contextmanager
@@ -130,6 +138,7 @@ class PostgresSaver(SaverCore):
         serde: SerializerProtocol | None = None,
         pool: bool | Mapping[str, Any] = False,
         schema: str = "public",
+        telemetry: Telemetry | None = None,
     ) -> Iterator[PostgresSaver]:
         """Open a saver over one new connection (or a pool), closed on exit.
 
@@ -141,6 +150,7 @@ class PostgresSaver(SaverCore):
                 `{"min_size": 2, "max_size": 20, "timeout": 10}`, to open a pool
                 instead of one connection.
             schema: The Postgres schema that holds the tables.
+            telemetry: Where spans and metrics go (`pgcheckpoint.telemetry`).
 
         Example:
             >>> with PostgresSaver.from_conn_string(DSN) as saver:  # doctest: +SKIP
@@ -148,16 +158,16 @@ class PostgresSaver(SaverCore):
         """
         if pool:
             with ConnectionPool(conn_string, **pool_settings(pool)) as opened:
-                yield cls(opened, serde=serde, schema=schema)
+                yield cls(opened, serde=serde, schema=schema, telemetry=telemetry)
             return
         with Connection.connect(
             conn_string, autocommit=True, prepare_threshold=0, row_factory=dict_row
         ) as conn:
             if pipeline:
                 with conn.pipeline() as pipe:
-                    yield cls(conn, pipe, serde=serde, schema=schema)
+                    yield cls(conn, pipe, serde=serde, schema=schema, telemetry=telemetry)
             else:
-                yield cls(conn, serde=serde, schema=schema)
+                yield cls(conn, serde=serde, schema=schema, telemetry=telemetry)
 
     def setup(self) -> None:
         """Create or upgrade the tables (Alembic, to the newest revision).
@@ -168,7 +178,7 @@ class PostgresSaver(SaverCore):
         Example:
             >>> saver.setup()  # doctest: +SKIP
         """
-        migrate.upgrade(conninfo_of(self.conn), schema=self.schema)
+        migrate.upgrade(conninfo_of(self.conn), schema=self.schema, telemetry=self.telemetry)
 
     # -- the driver ---------------------------------------------------------------
 
@@ -185,7 +195,12 @@ class PostgresSaver(SaverCore):
                 yield self.conn
 
     def run(
-        self, op: Op[T], *, atomic: bool = False, restart: Callable[[], Op[T]] | None = None
+        self,
+        op: Op[T],
+        *,
+        atomic: bool = False,
+        restart: Callable[[], Op[T]] | None = None,
+        name: str | None = None,
     ) -> T:
         """Run an op (`pgcheckpoint.ops`) to its result: the one way every operation runs.
 
@@ -199,14 +214,27 @@ class PostgresSaver(SaverCore):
                 on its own, or joins the caller's open transaction).
             restart: For an op that only reads: makes it anew, so a connection
                 lost at any of its statements starts it over on another one.
+            name: The operation's name in spans and logs, if not the op's
+                function's without `_op` (`pgcheckpoint.telemetry`).
 
         Example:
             >>> from pgcheckpoint.maintenance.stats import storage_stats_op
             >>> saver.run(storage_stats_op(saver.schema)).threads  # doctest: +SKIP
             12
         """
+        with observe(self, op, name) as activity:
+            return self._run(op, restart, activity, atomic=atomic)
+
+    def _run(
+        self, op: Op[T], restart: Callable[[], Op[T]] | None, activity: Activity, *, atomic: bool
+    ) -> T:
         try:
-            run = OpRun(op, pooled=isinstance(self.conn, ConnectionPool), restart=restart)
+            run = OpRun(
+                op,
+                pooled=isinstance(self.conn, ConnectionPool),
+                restart=restart,
+                activity=activity,
+            )
         except StopIteration as done:  # nothing to run
             return done.value  # type: ignore[no-any-return]
         try:
@@ -230,16 +258,22 @@ class PostgresSaver(SaverCore):
                 raise
             raise error from exc
 
-    def run_each(self, sweep: Sweep[T]) -> T:
+    def run_each(self, sweep: Sweep[T], *, name: str | None = None) -> T:
         """Run a sweep: each op it yields in a transaction of its own, to its result.
 
         Each op's result goes back into the sweep, or its error is raised there
         (the sweep may handle it and go on). An `On(saver, op)` runs on that saver.
+        `name` names the sweep in spans and logs, if not its function's
+        without `_sweep`.
 
         Example:
             >>> from pgcheckpoint.maintenance.rotation import rotation_sweep
             >>> report = saver.run_each(rotation_sweep(saver))  # doctest: +SKIP
         """
+        with observe(self, sweep, name, sweep=True):
+            return self._run_each(sweep)
+
+    def _run_each(self, sweep: Sweep[T]) -> T:
         try:
             step = next(sweep)
             while True:
@@ -265,6 +299,8 @@ class PostgresSaver(SaverCore):
     def _run_on(self, conn: Connection[Any], run: OpRun[T], *, atomic: bool) -> T:
         cur = cursor_of(conn, self.cursors)
         in_pipe = self.pipe is not None and conn is self.conn
+        if run.activity is not None:
+            run.activity.connected(conn, atomic=atomic, pipelined=in_pipe)
         if atomic:
             with conn.transaction():
                 result = self._drive(cur, run)
@@ -447,7 +483,8 @@ class PostgresSaver(SaverCore):
                 max_seconds=max_seconds,
                 dry_run=dry_run,
                 progress=progress,
-            )
+            ),
+            name="prune_older_than",
         )
 
     def prune_keep_last(
@@ -479,7 +516,8 @@ class PostgresSaver(SaverCore):
                 max_seconds=max_seconds,
                 dry_run=dry_run,
                 progress=progress,
-            )
+            ),
+            name="prune_keep_last",
         )
 
     def get_delta_channel_history(
@@ -495,7 +533,7 @@ class PostgresSaver(SaverCore):
         def history() -> Op[dict[str, DeltaChannelHistory]]:
             return self.delta_history_op(config, wanted)
 
-        return self.run(history(), restart=history)
+        return self.run(history(), restart=history, name="get_delta_channel_history")
 
     # -- thread locks -------------------------------------------------------------
 
@@ -531,7 +569,7 @@ class PostgresSaver(SaverCore):
         """
         with self._lock_connection() as conn:
             op = acquire_op(thread_id, schema=self.schema, timeout=timeout)
-            lock = self._drive_lock(conn, op)
+            lock = self._drive_lock(conn, op, "lock_thread", thread_id)
             try:
                 with holding(lock):
                     yield lock
@@ -614,20 +652,22 @@ class PostgresSaver(SaverCore):
         finally:
             slots.release()
 
-    def _drive_lock(self, conn: Connection[Any], op: Op[T]) -> T:
-        try:
-            with conn.cursor(row_factory=dict_row) as cur:
-                return self._drive(cur, op)
-        except ThreadBusyError:
-            raise  # not taken: the connection holds nothing
-        except BaseException:
-            conn.close()  # it may hold the lock; ending the session frees it
-            raise
+    def _drive_lock(self, conn: Connection[Any], op: Op[T], name: str, thread_id: str) -> T:
+        with observe(self, op, name, thread_id=thread_id) as activity:
+            try:
+                with conn.cursor(row_factory=dict_row) as cur:
+                    activity.connected(conn, atomic=False, pipelined=False)
+                    return self._drive(cur, OpRun(op, activity=activity))
+            except ThreadBusyError:
+                raise  # not taken: the connection holds nothing
+            except BaseException:
+                conn.close()  # it may hold the lock; ending the session frees it
+                raise
 
     def _unlock(self, conn: Connection[Any], lock: ThreadLock) -> bool:
         # False when the session no longer held the lock (then closed)
         try:
-            released = self._drive_lock(conn, release_op(lock))
+            released = self._drive_lock(conn, release_op(lock), "unlock_thread", lock.thread_id)
         except Error as exc:
             log_lost(lock, exc)
             return True

@@ -20,7 +20,6 @@ What a user gets, driver by driver, for a saver over a pool (the one
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 import uuid
 from collections.abc import Iterator
@@ -35,6 +34,7 @@ from langgraph.checkpoint.conformance.test_utils import (
 )
 from psycopg import sql
 from support.checkpoints import with_values
+from support.faults import WAIT, blocker, terminate_waiting
 from support.rows import rows_of
 from support.savers import POOLED, SaverApi, open_saver
 
@@ -46,7 +46,6 @@ from pgcheckpoint.queries import retry_safe, statement_names
 from .private_pg import PrivateServer, why_unavailable
 
 IDLE_TIMEOUT = "1s"
-WAIT = 60.0  # bounds a wait for something that takes well under a second
 
 
 @pytest.fixture(scope="module")
@@ -107,18 +106,6 @@ async def wait_until_blocked(dsn: str, count: int = 1) -> None:
                 return
             assert time.monotonic() < deadline, "the operation never reached the server"
             await asyncio.sleep(0.05)
-
-
-@contextlib.contextmanager
-def blocker(dsn: str, *statements: str, params: Any = None) -> Iterator[psycopg.Connection[Any]]:
-    """A session holding a transaction open after `statements`, until the server ends it."""
-    conn = psycopg.connect(dsn)
-    try:
-        for statement in statements:
-            conn.execute(statement, params)  # type: ignore[arg-type]
-        yield conn
-    finally:
-        conn.close()
 
 
 # -- the next operation after an outage works ------------------------------------------
@@ -271,26 +258,6 @@ async def test_put_in_flight_on_one_connection_fails_clearly_and_stores_nothing(
         assert rows["pgc_checkpoints"] == 1 and rows["pgc_blobs"] == len(versions)
     else:
         assert rows == {"pgc_checkpoints": 0, "pgc_blobs": 0, "pgc_writes": 0}
-
-
-async def terminate_waiting(dsn: str, spared: set[int]) -> int:
-    """Terminate the session that waits for a lock (not one in `spared`); its pid."""
-    deadline = time.monotonic() + WAIT
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        while True:
-            pids = [
-                pid
-                for (pid,) in conn.execute(
-                    "SELECT pid FROM pg_stat_activity"
-                    " WHERE datname = current_database() AND wait_event_type = 'Lock'"
-                )
-                if pid not in spared
-            ]
-            if pids:
-                conn.execute("SELECT pg_terminate_backend(%s)", [pids[0]])
-                return int(pids[0])
-            assert time.monotonic() < deadline, "the operation never reached the server"
-            await asyncio.sleep(0.05)
 
 
 @pytest.mark.slow

@@ -267,8 +267,11 @@ async def test_lost_connection_frees_the_lock_and_is_logged(
         while holders(db_dsn, thread_id) and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
         assert free(db_dsn, thread_id)  # the server freed it with the session
-    assert any(
-        "broke" in r.getMessage() and repr(thread_id) in r.getMessage() for r in caplog.records
+    (record,) = [r for r in caplog.records if "broke" in r.getMessage()]
+    assert repr(thread_id) in record.getMessage()
+    assert (record.pgcheckpoint_operation, record.pgcheckpoint_statement) == (
+        "lock_thread",
+        "unlock_thread",
     )
     async with locked(saver, thread_id):  # a pool replaced the connection
         assert not free(db_dsn, thread_id)

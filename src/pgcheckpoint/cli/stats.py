@@ -2,10 +2,15 @@
 
 Rows and bytes of each table (data and indexes), the oldest and newest
 checkpoint, and the threads whose stored values take the most room. Read-only.
+`--prometheus` prints the figures in Prometheus' text format, for
+node_exporter's textfile collector (without the largest threads).
 
 Example:
     $ pgcheckpoint stats
     $ pgcheckpoint stats --top 0 --json
+    # written whole, then renamed, so node_exporter never reads half a file
+    $ pgcheckpoint stats --prometheus > dir/pgcheckpoint.prom.tmp &&
+      mv dir/pgcheckpoint.prom.tmp dir/pgcheckpoint.prom
 """
 
 from __future__ import annotations
@@ -42,7 +47,14 @@ def register(subparsers: Any) -> None:
         metavar="N",
         help=f"list the N largest threads (default: {DEFAULT_TOP}; 0: none)",
     )
-    p.add_argument("--json", action="store_true", help="print the stats as JSON")
+    output = p.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="print the stats as JSON")
+    output.add_argument(
+        "--prometheus",
+        action="store_true",
+        help="print the stats in Prometheus' text format (for node_exporter's textfile "
+        "collector), without the largest threads",
+    )
     p.set_defaults(handler=stats_command)
 
 
@@ -52,13 +64,17 @@ def _non_negative_int(text: str) -> int:
 
 def stats_command(args: argparse.Namespace) -> int:
     """Run `pgcheckpoint stats`."""
-    from ..maintenance.stats import storage_stats_op
+    from ..maintenance.stats import prometheus_text, storage_stats_op
     from ..saver import PostgresSaver
 
     dsn = resolve_dsn(args)
     schema = resolve_schema(args)
+    top = 0 if args.prometheus else args.top
     with PostgresSaver.from_conn_string(dsn, schema=schema) as saver:
-        stats = saver.run(storage_stats_op(schema, top=args.top))
+        stats = saver.run(storage_stats_op(schema, top=top))
+    if args.prometheus:
+        print(prometheus_text(stats, schema), end="")
+        return EXIT_OK
     if args.json:
         print(json.dumps(stats.as_dict(), ensure_ascii=False))
         return EXIT_OK

@@ -30,6 +30,7 @@ from ..arrays import TextArray
 from ..caches import MISSING, seed_key, write_key
 from ..fastcopy import copies_whole, copy_containers, copy_items
 from ..ops import MAX_CHAIN_DEPTH, Op, Row, Stmt
+from ..telemetry import note_cache
 from ..validate import check_id, thread_of
 from ..values import binding
 from .reads import Reads
@@ -135,6 +136,7 @@ class DeltaHistory(Reads):
         # again may reuse version strings, and its values must not be confused.
         cache_key = seed_key(key, pieces)
         cached = self.seed_cache.lookup(cache_key)
+        note_cache("seed", hit=cached is not MISSING)
         if cached is MISSING:
             cached = self.load_blob(key, pieces)
             items = cached.value if isinstance(cached, _DeltaSnapshot) else cached
@@ -159,6 +161,7 @@ class DeltaHistory(Reads):
         """
         cache_key = write_key(thread_id, ns, row)
         cached = MISSING if cache_key is None else self.write_cache.lookup(cache_key)
+        note_cache("write", hit=cached is not MISSING)
         if cached is MISSING:
             aad = binding("write", thread_id, ns, row["checkpoint_id"], row["task_id"], row["idx"])
             cached = self.load_value(row["type"], row["blob"], aad)

@@ -29,6 +29,7 @@ from ..appends import AppendPlan
 from ..arrays import ByteaArray, Int4Array, TextArray
 from ..errors import MissingParentError
 from ..ops import Op, Stmt
+from ..telemetry import note_values
 from ..validate import check_id, thread_of
 from ..values import binding
 from .base import CoreBase
@@ -122,6 +123,7 @@ class Writes(CoreBase):
             # The parent is gone (retention, prune, delete_thread), perhaps while
             # the graph ran on it: a child saved anyway would cut its history short.
             raise MissingParentError(thread_id, checkpoint_ns, checkpoint_id, cast(str, parent_id))
+        note_values(cast(TextArray, params["blob_bases"]))
         if self.append_deltas:
             for channel, (version, type_, data, plan) in blobs.items():
                 if type_ == "msgpack":

@@ -41,7 +41,6 @@ Example:
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -55,6 +54,7 @@ from ..core.maintenance import PRUNE_STRATEGIES
 from ..errors import InvalidInputError
 from ..locking import LOCK_CLASS_MAINTENANCE, LOCK_CLASS_THREAD, thread_lock_key
 from ..ops import Op, Row, Stmt, Sweep, checkpoint_keys, row_key
+from ..telemetry import logger
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -62,8 +62,6 @@ __all__ = [
     "keep_last_sweep",
     "older_than_sweep",
 ]
-
-logger = logging.getLogger("pgcheckpoint")
 
 DEFAULT_BATCH_SIZE = 100
 # How long a batch waits for a row lock (a put holds its parent's for one

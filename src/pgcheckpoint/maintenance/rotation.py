@@ -304,5 +304,5 @@ def rotate_key(
         raise InvalidInputError(f"rotate_key needs an EncryptedSerde, not {type(serde).__name__}")
     with _saver(conn, serde, schema) as saver:
         sweep = rotation_sweep(saver, batch_size=batch_size, dry_run=dry_run, progress=progress)
-        report: RotationReport = saver.run_each(sweep)
+        report: RotationReport = saver.run_each(sweep, name="rotate_key")
     return report

@@ -19,7 +19,7 @@ from ..errors import InvalidInputError
 from ..migrate import TABLES
 from ..ops import Op, Stmt
 
-__all__ = ["StorageStats", "storage_stats_op"]
+__all__ = ["StorageStats", "prometheus_text", "storage_stats_op"]
 
 
 @dataclass
@@ -67,6 +67,54 @@ class StorageStats:
         for row in data["largest"]:
             row["oldest"], row["newest"] = iso(row["oldest"]), iso(row["newest"])
         return data
+
+
+def prometheus_text(stats: StorageStats, schema: str = "public") -> str:
+    """The stats in Prometheus' text format, for node_exporter's textfile collector.
+
+    Gauges labelled with the schema (and the table): threads, rows, bytes of
+    data and of indexes, and the times of the oldest and newest checkpoint
+    (left out while there is none). The largest threads are left out: thread
+    ids are personal data in many applications, and one series each is too many.
+
+    Example:
+        >>> text = prometheus_text(StorageStats(threads=2, checkpoints=9, blobs=4, writes=1))
+        >>> text.splitlines()[2]
+        'pgcheckpoint_threads{schema="public"} 2'
+    """
+    of_schema = f'schema="{_label(schema)}"'
+
+    def per_table(values: dict[str, int]) -> list[tuple[str, float]]:
+        return [(f'{of_schema},table="{_label(table)}"', n) for table, n in values.items()]
+
+    rows = {"pgc_checkpoints": stats.checkpoints, "pgc_blobs": stats.blobs}
+    rows["pgc_writes"] = stats.writes
+    data = {table: sizes.get("table_bytes", 0) for table, sizes in stats.tables.items()}
+    indexes = {table: sizes.get("index_bytes", 0) for table, sizes in stats.tables.items()}
+    families: list[tuple[str, str, list[tuple[str, float]]]] = [
+        ("threads", "Threads with at least one checkpoint", [(of_schema, stats.threads)]),
+        ("table_rows", "Rows of each table", per_table(rows)),
+        ("table_data_bytes", "Bytes of each table on disk, TOAST included", per_table(data)),
+        ("table_index_bytes", "Bytes of the indexes of each table on disk", per_table(indexes)),
+    ]
+    for end, when in (("oldest", stats.oldest), ("newest", stats.newest)):
+        if when is not None:
+            what = f"When the {end} checkpoint was saved, in seconds since the epoch"
+            samples = [(of_schema, when.timestamp())]
+            families.append((f"{end}_checkpoint_timestamp_seconds", what, samples))
+    lines = []
+    for name, what, samples in families:
+        lines += [f"# HELP pgcheckpoint_{name} {what}", f"# TYPE pgcheckpoint_{name} gauge"]
+        lines += [f"pgcheckpoint_{name}{{{labels}}} {_number(v)}" for labels, v in samples]
+    return "\n".join(lines) + "\n"
+
+
+def _label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _number(value: float) -> str:
+    return str(value) if isinstance(value, int) else repr(float(value))
 
 
 def storage_stats_op(schema: str = "public", *, top: int = 10) -> Op[StorageStats]:
