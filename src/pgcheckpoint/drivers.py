@@ -139,17 +139,19 @@ class PoolOutage(Generic[S]):
     it may come back seconds after the new primary accepts connections. So an
     operation that gets no connection within `POOL_PATIENCE` connects on its
     own, with the pool's conninfo and settings, when the pool is in trouble:
-    the operation lost its connection a moment ago, the pool failed to connect
-    since the savers last looked (its `connections_errors` counter moved), or
-    a connection of the savers' own failed or served while the pool had none.
+    the operation lost its connection a moment ago, or since the pool last
+    served a connection it failed to connect (its `connections_errors`
+    counter moved) or a connection of the savers' own failed or served.
     Such a connection serves one operation, then closes. Once the server
     answers, the next operations take a connection of the pool if it has one
     ready, else connect on their own, until the pool serves again. At most
     `max_size` such connections are open at once (`slots`), on top of the
-    pool's. A pool that is merely busy is waited for, as before.
+    pool's. A pool that is merely busy (no trouble seen) is waited for in
+    line; an operation already waiting so when trouble starts waits on.
 
     Attributes:
         slots: The semaphore of connections opened outside the pool.
+        troubled: The pool failed to connect since it last served a connection.
         error: Why the last connection the savers opened themselves failed.
         bypassing: The server answered the savers while the pool had nothing ready.
 
@@ -163,6 +165,7 @@ class PoolOutage(Generic[S]):
         self.slots = make(pool.max_size)
         # from 0: a pool that failed before the saver was made is in trouble too
         self.errors_seen = 0
+        self.troubled = False
         self.error: Error | None = None
         self.bypassing = False
 
@@ -176,14 +179,15 @@ class PoolOutage(Generic[S]):
         `lost`: the operation asking lost its connection a moment ago.
         """
         errors_now = _connect_errors(pool)
-        moved = errors_now != self.errors_seen  # != : pop_stats() starts it over
-        self.errors_seen = errors_now
-        return lost or moved or self.bypassing or self.error is not None
+        if errors_now != self.errors_seen:  # != : pop_stats() starts it over
+            self.errors_seen = errors_now
+            self.troubled = True  # for every operation waiting, until the pool serves
+        return lost or self.troubled or self.bypassing or self.error is not None
 
     def served(self) -> None:
         """The pool gave a connection: it is back."""
-        if self.bypassing or self.error is not None:
-            self.bypassing = False
+        if self.troubled or self.bypassing or self.error is not None:
+            self.troubled = self.bypassing = False
             self.error = None
 
     def connected(self) -> None:

@@ -71,11 +71,12 @@ async def test_the_saver_is_back_with_the_server_whatever_the_pools_backoff(
     dsn, create = database_to_come
     settings = {"min_size": 1, "max_size": 2, "timeout": WAIT}
     async with open_saver(driver, kind, dsn, pool=settings) as api:
-        reading = asyncio.ensure_future(api.get_tuple(generate_config("t")))
-        await asyncio.sleep(1.0)  # the pool failed, and the read waits
-        assert not reading.done()
+        # more reads than the pool's max_size, the most connections of the saver's own
+        reads = asyncio.gather(*(api.get_tuple(generate_config(f"t{n}")) for n in range(3)))
+        await asyncio.sleep(1.0)  # the pool failed, and the reads wait
+        assert not reads.done()
         await asyncio.to_thread(create)
-        assert await asyncio.wait_for(reading, WAIT) is None
+        assert await asyncio.wait_for(reads, WAIT) == [None, None, None]
         # the pool would try again in an hour: the saver goes on without it
         stored = await api.put(
             generate_config("t"), generate_checkpoint(), generate_metadata(), {}

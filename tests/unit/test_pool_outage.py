@@ -39,7 +39,9 @@ def test_a_busy_pool_is_waited_for_and_a_failing_one_is_not() -> None:
     assert outage.suspected(pool, lost=True)  # the operation's connection was lost
     pool.errors = 2
     assert outage.suspected(pool, lost=False)  # the pool failed to connect meanwhile
-    assert not outage.suspected(pool, lost=False)  # ... and not since
+    assert outage.suspected(pool, lost=False)  # for each operation waiting...
+    outage.served()
+    assert not outage.suspected(pool, lost=False)  # ... until the pool serves again
 
 
 def test_a_pool_that_failed_before_the_saver_was_made_is_in_trouble() -> None:
