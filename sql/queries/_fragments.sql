@@ -157,6 +157,7 @@ level_head AS (
     FROM (SELECT DISTINCT thread_id, checkpoint_ns FROM doomed) n
     JOIN {schema}.pgc_checkpoints c
       ON c.thread_id = n.thread_id AND c.checkpoint_ns = n.checkpoint_ns
+     AND c.thread_id = ANY(%(thread_ids)s::text[])
     CROSS JOIN LATERAL jsonb_each_text(c.channel_versions) AS v(channel, version)
     WHERE NOT EXISTS (
         SELECT 1 FROM doomed d

@@ -27,6 +27,8 @@ ORDER BY thread_id, checkpoint_ns, checkpoint_id DESC
 -- parent chain for as long as one of its DeltaChannels (named by LangGraph in the
 -- metadata's counters_since_delta_snapshot) has no stored value there, down to
 -- the ancestor that stores one. The kept checkpoints come back at depth 0.
+-- `thread_id = ANY` keeps the walk, on tables partitioned by thread, to the
+-- partitions of the listed threads.
 WITH RECURSIVE walk(thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, depth, pending) AS (
     SELECT p.thread_id, p.checkpoint_ns, p.checkpoint_id, p.parent_checkpoint_id, 0,
            ARRAY(
@@ -44,6 +46,7 @@ WITH RECURSIVE walk(thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_i
          AS k(thread_id, checkpoint_ns, checkpoint_id)
       ON p.thread_id = k.thread_id AND p.checkpoint_ns = k.checkpoint_ns
      AND p.checkpoint_id = k.checkpoint_id
+    WHERE p.thread_id = ANY(%(thread_ids)s::text[])
     UNION ALL
     SELECT p.thread_id, p.checkpoint_ns, p.checkpoint_id, p.parent_checkpoint_id, w.depth + 1,
            ARRAY(
@@ -56,6 +59,7 @@ WITH RECURSIVE walk(thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_i
       ON p.thread_id = w.thread_id AND p.checkpoint_ns = w.checkpoint_ns
      AND p.checkpoint_id = w.parent_checkpoint_id
     WHERE cardinality(w.pending) > 0 AND w.depth < %(max_depth)s
+      AND p.thread_id = ANY(%(thread_ids)s::text[])
 )
 SELECT DISTINCT thread_id, checkpoint_ns, checkpoint_id FROM walk
 
@@ -65,19 +69,21 @@ SELECT DISTINCT thread_id, checkpoint_ns, checkpoint_id FROM walk
 -- kept checkpoint whose parent went is left without one. Checkpoints go before
 -- blobs (the blobs to free come from the deleted rows): a put locks its parent
 -- first, then the bases of its deltas, so taking them in that order never
--- deadlocks with one. Returns what went.
+-- deadlocks with one. Returns what went. Each table's rows are also kept to the
+-- listed threads (`thread_id = ANY`), which a join alone does not tell the
+-- planner: on tables partitioned by thread it reads only those threads' partitions.
 WITH RECURSIVE doomed AS (
     SELECT * FROM unnest(%(thread_ids)s::text[], %(checkpoint_nss)s::text[],
                          %(checkpoint_ids)s::text[]) AS d(thread_id, checkpoint_ns, checkpoint_id)
 ), deleted_writes AS (
     DELETE FROM {schema}.pgc_writes w USING doomed d
     WHERE w.thread_id = d.thread_id AND w.checkpoint_ns = d.checkpoint_ns
-      AND w.checkpoint_id = d.checkpoint_id
+      AND w.checkpoint_id = d.checkpoint_id AND w.thread_id = ANY(%(thread_ids)s::text[])
     RETURNING pg_column_size(w.blob) AS size
 ), deleted AS (
     DELETE FROM {schema}.pgc_checkpoints c USING doomed d
     WHERE c.thread_id = d.thread_id AND c.checkpoint_ns = d.checkpoint_ns
-      AND c.checkpoint_id = d.checkpoint_id
+      AND c.checkpoint_id = d.checkpoint_id AND c.thread_id = ANY(%(thread_ids)s::text[])
     RETURNING c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.channel_versions,
               {checkpoint_bytes} AS size
 ), orphaned AS (
@@ -85,6 +91,7 @@ WITH RECURSIVE doomed AS (
     FROM deleted d
     WHERE c.thread_id = d.thread_id AND c.checkpoint_ns = d.checkpoint_ns
       AND c.parent_checkpoint_id = d.checkpoint_id
+      AND c.thread_id = ANY(%(thread_ids)s::text[])
 ), freed AS (
     SELECT DISTINCT d.thread_id, d.checkpoint_ns, v.channel, v.version
     FROM deleted d, jsonb_each_text(d.channel_versions) AS v(channel, version)
@@ -92,6 +99,7 @@ WITH RECURSIVE doomed AS (
     DELETE FROM {schema}.pgc_blobs b USING dropped f
     WHERE b.thread_id = f.thread_id AND b.checkpoint_ns = f.checkpoint_ns
       AND b.channel = f.channel AND b.version = f.version
+      AND b.thread_id = ANY(%(thread_ids)s::text[])
     RETURNING coalesce(pg_column_size(b.blob), 0) AS size
 )
 SELECT (SELECT count(*) FROM deleted) AS checkpoints,

@@ -50,20 +50,33 @@ WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns = %(checkpoint_ns)s
 
 -- name: list_checkpoints
 -- retry: safe
--- The page is chosen first, on the checkpoints table alone, and only its rows
--- get their writes: a prepared statement's generic plan (from its sixth run)
--- cannot see which filters are off, and would otherwise gather the writes of
--- every matching checkpoint before applying the limit. The two list statements
--- share their page as a fragment, not as a common table expression, which took
--- the planner 30 us more: list_thread_checkpoints is planned at every call (its
--- custom plans cost less than its generic one).
+-- `list` across threads (no thread in the config). The page is chosen first, on
+-- the checkpoints table alone, and only its rows get their writes: a prepared
+-- statement's generic plan (from its sixth run) cannot see which filters are
+-- off, and would otherwise gather the writes of every matching checkpoint
+-- before applying the limit. The list statements share their page as a
+-- fragment, not as a common table expression, which took the planner 30 us
+-- more: list_thread_checkpoints is planned at every call (its custom plans
+-- cost less than its generic one).
 SELECT {listed_columns}
 FROM (
     SELECT p.*
     FROM {schema}.pgc_checkpoints p
-    WHERE (%(thread_id)s::text IS NULL OR p.thread_id = %(thread_id)s)
-      AND (%(checkpoint_ns)s::text IS NULL OR p.checkpoint_ns = %(checkpoint_ns)s)
+    WHERE (%(checkpoint_ns)s::text IS NULL OR p.checkpoint_ns = %(checkpoint_ns)s)
       AND {list_page}
+) c
+{ordered_writes}
+ORDER BY c.checkpoint_id DESC
+
+-- name: list_thread_every_namespace
+-- retry: safe
+-- `list_checkpoints` of one thread, every namespace (a config without
+-- checkpoint_ns). The thread is a plain equality, as in list_thread_checkpoints.
+SELECT {listed_columns}
+FROM (
+    SELECT p.*
+    FROM {schema}.pgc_checkpoints p
+    WHERE p.thread_id = %(thread_id)s AND {list_page}
 ) c
 {ordered_writes}
 ORDER BY c.checkpoint_id DESC
@@ -94,7 +107,8 @@ ORDER BY c.checkpoint_id DESC
 -- out, as if it had been deleted before; one that exists in this statement's
 -- snapshot has all its values here.
 -- The walk over delta bases (level_walk) carries no bytes; each blob is read
--- once, at the end.
+-- once, at the end. `thread_id = ANY` repeats what the join says, so that on
+-- tables partitioned by thread a page reads only its threads' partitions.
 WITH RECURSIVE listed AS MATERIALIZED (
     SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.channel_versions,
            c.inline_channels
@@ -103,6 +117,7 @@ WITH RECURSIVE listed AS MATERIALIZED (
     JOIN {schema}.pgc_checkpoints c
       ON c.thread_id = k.thread_id AND c.checkpoint_ns = k.checkpoint_ns
      AND c.checkpoint_id = k.checkpoint_id
+    WHERE c.thread_id = ANY(%(thread_ids)s::text[])
 ), level_head AS (
     SELECT c.thread_id, c.checkpoint_ns, v.channel, v.version
     FROM listed c

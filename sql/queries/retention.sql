@@ -150,6 +150,7 @@ WITH RECURSIVE doomed AS (
     SELECT c.* FROM {schema}.pgc_checkpoints c
     JOIN doomed d ON c.thread_id = d.thread_id AND c.checkpoint_ns = d.checkpoint_ns
                  AND c.checkpoint_id = d.checkpoint_id
+    WHERE c.thread_id = ANY(%(thread_ids)s::text[])
 ), freed AS (
     SELECT DISTINCT c.thread_id, c.checkpoint_ns, v.channel, v.version
     FROM doomed_rows c, jsonb_each_text(c.channel_versions) AS v(channel, version)
@@ -158,11 +159,13 @@ WITH RECURSIVE doomed AS (
     FROM {schema}.pgc_writes w
     JOIN doomed d ON w.thread_id = d.thread_id AND w.checkpoint_ns = d.checkpoint_ns
                  AND w.checkpoint_id = d.checkpoint_id
+    WHERE w.thread_id = ANY(%(thread_ids)s::text[])
 ), dropped_blobs AS (
     SELECT coalesce(pg_column_size(b.blob), 0) AS size
     FROM {schema}.pgc_blobs b
     JOIN dropped f ON b.thread_id = f.thread_id AND b.checkpoint_ns = f.checkpoint_ns
                   AND b.channel = f.channel AND b.version = f.version
+    WHERE b.thread_id = ANY(%(thread_ids)s::text[])
 )
 SELECT (SELECT count(*) FROM doomed_rows) AS checkpoints,
        (SELECT count(*) FROM doomed_writes) AS writes,

@@ -11,11 +11,18 @@ SELECT (SELECT count(DISTINCT thread_id) FROM {schema}.pgc_checkpoints) AS threa
 
 -- name: storage_table_sizes
 -- `pgcheckpoint stats`: the space each table takes on disk (TOAST included), for
--- tables named (schema-qualified, quoted) by the caller.
-SELECT t.name AS table_name, pg_table_size(t.relation) AS table_bytes,
-       pg_indexes_size(t.relation) AS index_bytes,
-       pg_total_relation_size(t.relation) AS total_bytes
+-- tables named (schema-qualified, quoted) by the caller. A table partitioned by
+-- thread holds nothing itself: its partitions' sizes add up.
+SELECT t.name AS table_name, sum(pg_table_size(p.relid)) AS table_bytes,
+       sum(pg_indexes_size(p.relid)) AS index_bytes,
+       sum(pg_total_relation_size(p.relid)) AS total_bytes
 FROM unnest(%(names)s::text[], %(relations)s::text[]::regclass[]) AS t(name, relation)
+CROSS JOIN LATERAL (
+    SELECT t.relation AS relid
+    UNION
+    SELECT relid FROM pg_partition_tree(t.relation) WHERE isleaf
+) p
+GROUP BY t.name
 
 -- name: storage_largest_threads
 -- `pgcheckpoint stats`: the threads whose stored values take the most bytes.

@@ -14,6 +14,7 @@ import weakref
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import timedelta
+from time import monotonic
 from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
@@ -33,10 +34,13 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from . import migrate
 from .blocking import SyncFromThreads  # sync: from .core import SaverCore
 from .drivers import (
+    POOL_PATIENCE,
     SCHEMA_ERRORS,
     Cursors,
+    bypass_connect_args,
     conninfo_of,
     cursor_of,
+    pool_outage,
     pool_settings,
     pool_timeout_error,
     schema_error,
@@ -127,6 +131,8 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCor
         self.telemetry = telemetry or DEFAULT_TELEMETRY
         if isinstance(conn, AsyncConnectionPool):
             self.telemetry.watch_pool(conn)
+            # when to connect without the pool, while it fails to (drivers.PoolOutage)
+            self.outage = pool_outage(conn, asyncio.BoundedSemaphore)
 
     @classmethod
     @asynccontextmanager
@@ -187,16 +193,82 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCor
     # -- the driver ---------------------------------------------------------------
 
     @asynccontextmanager
-    async def _connection(self) -> AsyncIterator[AsyncConnection[Any]]:
+    async def _connection(self, *, lost: bool = False) -> AsyncIterator[AsyncConnection[Any]]:
+        # `lost`: the operation lost its connection a moment ago
         if isinstance(self.conn, AsyncConnectionPool):
+            conn, pooled = await self._take(self.conn, lost=lost)
             try:
-                async with self.conn.connection() as conn:
-                    yield conn
-            except PoolTimeout as exc:
-                raise pool_timeout_error(self.conn, exc) from exc
+                yield conn
+            finally:
+                await self._give_back(self.conn, conn, pooled)
         else:
             async with self.lock:
                 yield self.conn
+
+    async def _take(
+        self, pool: AsyncConnectionPool[Any], *, lost: bool = False
+    ) -> tuple[AsyncConnection[Any], bool]:
+        # A connection for an operation, and whether it is the pool's. When the
+        # pool has none ready and is failing to connect, the saver tries the
+        # server itself, so it is back as soon as the server is, whatever the
+        # pool's back-off (drivers.PoolOutage).
+        outage = self.outage
+        deadline = monotonic() + pool.timeout
+        wait = outage.first_wait()
+        while True:
+            try:
+                conn = await pool.getconn(timeout=max(min(wait, deadline - monotonic()), 0.001))
+            except PoolTimeout as exc:
+                timed_out = exc
+            else:
+                outage.served()
+                return conn, True
+            left = deadline - monotonic()
+            if not outage.suspected(pool, lost=lost):
+                if left <= 0:
+                    raise pool_timeout_error(pool, timed_out) from timed_out
+                wait = left  # busy, not failing: wait in line
+                continue
+            own = await self._connect_bypassing(pool, left)
+            if own is not None:
+                return own, False
+            if deadline - monotonic() <= 0:
+                raise pool_timeout_error(pool, timed_out, outage.error) from timed_out
+            wait = POOL_PATIENCE
+
+    async def _connect_bypassing(
+        self, pool: AsyncConnectionPool[Any], left: float
+    ) -> AsyncConnection[Any] | None:
+        # a connection of the saver's own, as the pool's would be, or None
+        args = bypass_connect_args(pool, left)
+        if args is None:
+            return None
+        slots = self.outage.slots
+        if slots.locked():  # sync: if not slots.acquire(blocking=False):
+            return None
+        await slots.acquire()  # async-only
+        try:
+            conn: AsyncConnection[Any] = await pool.connection_class.connect(args[0], **args[1])
+        except Error as exc:
+            slots.release()
+            self.outage.failed(exc)
+            return None
+        except BaseException:  # cancelled, interrupted
+            slots.release()
+            raise
+        self.outage.connected()
+        return conn
+
+    async def _give_back(
+        self, pool: AsyncConnectionPool[Any], conn: AsyncConnection[Any], pooled: bool
+    ) -> None:
+        if pooled:
+            await pool.putconn(conn)
+            return
+        try:
+            await conn.close()
+        finally:
+            self.outage.slots.release()
 
     async def run(
         self,
@@ -242,8 +314,9 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCor
         except StopIteration as done:  # nothing to run
             return done.value  # type: ignore[no-any-return]
         try:
+            lost = False
             while True:
-                async with self._connection() as conn:
+                async with self._connection(lost=lost) as conn:
                     try:
                         return await self._run_on(conn, run, atomic=atomic)
                     except Error as exc:
@@ -256,6 +329,7 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCor
                 if isinstance(self.conn, AsyncConnectionPool):
                     # what broke this connection (a restart) broke the idle ones too
                     await self.conn.check()
+                lost = True
         except SCHEMA_ERRORS as exc:
             error = await self._schema_error()
             if error is None:
@@ -645,8 +719,8 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCor
             raise PoolTimeoutError(slots_timeout_message(pool)) from None
         # async-only: end
         try:
-            try:
-                conn = await pool.getconn()
+            conn, pooled = await self._take(pool)
+            if pooled:
                 try:
                     # held for a whole run, so worth a round trip: one an outage
                     # broke is replaced, as `run` replaces one
@@ -654,17 +728,15 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCor
                 except Error:
                     await pool.putconn(conn)
                     await pool.check()
-                    conn = await pool.getconn()
-            except PoolTimeout as exc:
-                raise pool_timeout_error(pool, exc) from exc
+                    conn, pooled = await self._take(pool, lost=True)
             autocommit = conn.autocommit
             try:
                 await conn.set_autocommit(True)
                 yield conn
             finally:
-                if not conn.closed and not autocommit:
+                if pooled and not conn.closed and not autocommit:
                     await conn.set_autocommit(False)
-                await pool.putconn(conn)  # a closed one is replaced
+                await self._give_back(pool, conn, pooled)  # a closed one is replaced
         finally:
             slots.release()
 

@@ -16,6 +16,7 @@ import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
+from time import monotonic
 from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
@@ -35,10 +36,13 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from . import migrate
 from .core import SaverCore
 from .drivers import (
+    POOL_PATIENCE,
     SCHEMA_ERRORS,
     Cursors,
+    bypass_connect_args,
     conninfo_of,
     cursor_of,
+    pool_outage,
     pool_settings,
     pool_timeout_error,
     schema_error,
@@ -127,6 +131,8 @@ class PostgresSaver(SaverCore):
         self.telemetry = telemetry or DEFAULT_TELEMETRY
         if isinstance(conn, ConnectionPool):
             self.telemetry.watch_pool(conn)
+            # when to connect without the pool, while it fails to (drivers.PoolOutage)
+            self.outage = pool_outage(conn, threading.BoundedSemaphore)
 
     @classmethod
     @contextmanager
@@ -183,16 +189,77 @@ class PostgresSaver(SaverCore):
     # -- the driver ---------------------------------------------------------------
 
     @contextmanager
-    def _connection(self) -> Iterator[Connection[Any]]:
+    def _connection(self, *, lost: bool = False) -> Iterator[Connection[Any]]:
+        # `lost`: the operation lost its connection a moment ago
         if isinstance(self.conn, ConnectionPool):
+            conn, pooled = self._take(self.conn, lost=lost)
             try:
-                with self.conn.connection() as conn:
-                    yield conn
-            except PoolTimeout as exc:
-                raise pool_timeout_error(self.conn, exc) from exc
+                yield conn
+            finally:
+                self._give_back(self.conn, conn, pooled)
         else:
             with self.lock:
                 yield self.conn
+
+    def _take(
+        self, pool: ConnectionPool[Any], *, lost: bool = False
+    ) -> tuple[Connection[Any], bool]:
+        # A connection for an operation, and whether it is the pool's. When the
+        # pool has none ready and is failing to connect, the saver tries the
+        # server itself, so it is back as soon as the server is, whatever the
+        # pool's back-off (drivers.PoolOutage).
+        outage = self.outage
+        deadline = monotonic() + pool.timeout
+        wait = outage.first_wait()
+        while True:
+            try:
+                conn = pool.getconn(timeout=max(min(wait, deadline - monotonic()), 0.001))
+            except PoolTimeout as exc:
+                timed_out = exc
+            else:
+                outage.served()
+                return conn, True
+            left = deadline - monotonic()
+            if not outage.suspected(pool, lost=lost):
+                if left <= 0:
+                    raise pool_timeout_error(pool, timed_out) from timed_out
+                wait = left  # busy, not failing: wait in line
+                continue
+            own = self._connect_bypassing(pool, left)
+            if own is not None:
+                return own, False
+            if deadline - monotonic() <= 0:
+                raise pool_timeout_error(pool, timed_out, outage.error) from timed_out
+            wait = POOL_PATIENCE
+
+    def _connect_bypassing(self, pool: ConnectionPool[Any], left: float) -> Connection[Any] | None:
+        # a connection of the saver's own, as the pool's would be, or None
+        args = bypass_connect_args(pool, left)
+        if args is None:
+            return None
+        slots = self.outage.slots
+        if not slots.acquire(blocking=False):
+            return None
+        try:
+            conn: Connection[Any] = pool.connection_class.connect(args[0], **args[1])
+        except Error as exc:
+            slots.release()
+            self.outage.failed(exc)
+            return None
+        except BaseException:  # cancelled, interrupted
+            slots.release()
+            raise
+        self.outage.connected()
+        return conn
+
+    def _give_back(self, pool: ConnectionPool[Any], conn: Connection[Any], pooled: bool) -> None:
+        if pooled:
+            pool.putconn(conn)
+            return
+        try:
+            conn.close()
+        finally:
+            self.outage.slots.release()
 
     def run(
         self,
@@ -238,8 +305,9 @@ class PostgresSaver(SaverCore):
         except StopIteration as done:  # nothing to run
             return done.value  # type: ignore[no-any-return]
         try:
+            lost = False
             while True:
-                with self._connection() as conn:
+                with self._connection(lost=lost) as conn:
                     try:
                         return self._run_on(conn, run, atomic=atomic)
                     except Error as exc:
@@ -252,6 +320,7 @@ class PostgresSaver(SaverCore):
                 if isinstance(self.conn, ConnectionPool):
                     # what broke this connection (a restart) broke the idle ones too
                     self.conn.check()
+                lost = True
         except SCHEMA_ERRORS as exc:
             error = self._schema_error()
             if error is None:
@@ -629,8 +698,8 @@ class PostgresSaver(SaverCore):
         if not slots.acquire(timeout=pool.timeout):
             raise PoolTimeoutError(slots_timeout_message(pool))
         try:
-            try:
-                conn = pool.getconn()
+            conn, pooled = self._take(pool)
+            if pooled:
                 try:
                     # held for a whole run, so worth a round trip: one an outage
                     # broke is replaced, as `run` replaces one
@@ -638,17 +707,15 @@ class PostgresSaver(SaverCore):
                 except Error:
                     pool.putconn(conn)
                     pool.check()
-                    conn = pool.getconn()
-            except PoolTimeout as exc:
-                raise pool_timeout_error(pool, exc) from exc
+                    conn, pooled = self._take(pool, lost=True)
             autocommit = conn.autocommit
             try:
                 conn.autocommit = True
                 yield conn
             finally:
-                if not conn.closed and not autocommit:
+                if pooled and not conn.closed and not autocommit:
                     conn.autocommit = False
-                pool.putconn(conn)  # a closed one is replaced
+                self._give_back(pool, conn, pooled)  # a closed one is replaced
         finally:
             slots.release()
 

@@ -6,6 +6,10 @@ installation, into a temporary directory, on a free port, listening on
 127.0.0.1 only, with trust authentication. PostgreSQL refuses to run as root;
 then every command runs as the `postgres` OS user (`runuser`, else `setpriv`),
 in a directory that user owns.
+
+A server may also be a streaming standby of another (`standby_of`: a copy made
+by `pg_basebackup -R`), which a test promotes after it kills the primary
+(`kill`, SIGKILL to every process of the server, as a crash of its machine).
 """
 
 from __future__ import annotations
@@ -15,10 +19,12 @@ import glob
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from psycopg.conninfo import make_conninfo
@@ -51,6 +57,17 @@ def why_unavailable() -> str | None:
     return None
 
 
+def _group_alive(pgid: int) -> bool:
+    """Whether a process of group `pgid` still runs (a zombie waiting to be reaped does not)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            # the command name, in parentheses, may hold spaces: split after it
+            fields = stat.read_text().rpartition(")")[2].split()
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                return True
+    return False
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -66,23 +83,31 @@ class PrivateServer:
         'host=127.0.0.1 port=54321 user=postgres dbname=postgres'
     """
 
-    def __init__(self, bindir: Path, folder: Path, port: int) -> None:
+    def __init__(
+        self, bindir: Path, folder: Path, port: int, settings: Mapping[str, str] | None = None
+    ) -> None:
         self.bindir = bindir
         self.folder = folder
         self.data = folder / "data"
         self.log = folder / "server.log"
         self.port = port
+        # server settings of this server alone (`-c` options: a standby copy leaves them)
+        self.settings = dict(settings or {})
 
     @classmethod
-    def create(cls) -> PrivateServer:
+    def _new(cls, settings: Mapping[str, str] | None) -> PrivateServer:
         bindir = find_bindir()
         if bindir is None:
             raise RuntimeError(why_unavailable())
         folder = Path(tempfile.mkdtemp(prefix="faults_pg_"))
-        server = cls(bindir, folder, free_port())
         if os.geteuid() == 0:
             user = pwd.getpwnam("postgres")
             os.chown(folder, user.pw_uid, user.pw_gid)
+        return cls(bindir, folder, free_port(), settings)
+
+    @classmethod
+    def create(cls, settings: Mapping[str, str] | None = None) -> PrivateServer:
+        server = cls._new(settings)
         try:
             server._pg(
                 "initdb",
@@ -96,6 +121,36 @@ class PrivateServer:
                 "-E",
                 "UTF8",
                 "--locale=C",
+            )
+        except BaseException:
+            server.remove()
+            raise
+        return server
+
+    @classmethod
+    def standby_of(
+        cls, primary: PrivateServer, settings: Mapping[str, str] | None = None
+    ) -> PrivateServer:
+        """A streaming standby of the running `primary`, not started yet.
+
+        `pg_basebackup -R` copies the primary's data (its `postgresql.auto.conf`
+        too, so `ALTER SYSTEM` settings come along, as they do in production)
+        and writes `standby.signal` and `primary_conninfo`.
+        """
+        server = cls._new(settings)
+        try:
+            server._pg(
+                "pg_basebackup",
+                "-D",
+                str(server.data),
+                "-d",
+                primary.dsn(),
+                "-R",
+                "-X",
+                "stream",
+                "-c",
+                "fast",
+                "--no-sync",
             )
         except BaseException:
             server.remove()
@@ -124,6 +179,8 @@ class PrivateServer:
             " -c fsync=off -c full_page_writes=off -c max_connections=60"
             " -c shared_buffers=16MB"
         )
+        for name, value in self.settings.items():
+            options += f" -c {name}={value}"
         self._pg(
             "pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", options,
             "-w", "-t", str(START_WAIT), "start",
@@ -136,6 +193,25 @@ class PrivateServer:
     def restart(self) -> None:
         self.stop()
         self.start()
+
+    def kill(self) -> None:
+        """SIGKILL every process of the server at once, as when its machine dies.
+
+        `pg_ctl` starts the postmaster as the leader of a process group of its
+        own, which its backends, walsenders and workers share.
+        """
+        pid = int((self.data / "postmaster.pid").read_text().split()[0])
+        os.killpg(pid, signal.SIGKILL)
+        deadline = time.monotonic() + START_WAIT
+        while _group_alive(pid):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"server process group {pid} survived SIGKILL")
+            time.sleep(0.01)
+        (self.data / "postmaster.pid").unlink()
+
+    def promote(self) -> None:
+        """Make a standby a primary; returns once it accepts writes."""
+        self._pg("pg_ctl", "-D", str(self.data), "-w", "-t", str(START_WAIT), "promote")
 
     def running(self) -> bool:
         return (self.data / "postmaster.pid").exists()
@@ -161,3 +237,104 @@ class PrivateServer:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.1)
+
+
+class Replicated:
+    """A primary and its hot standby, streaming; `synchronous`: commits wait for the standby.
+
+    `synchronous_standby_names` is set with `ALTER SYSTEM` on the primary before
+    the copy, so the standby has it too, as servers built from one
+    configuration do; `promote()` clears it on the standby first, or its first
+    commit as a lone primary would wait for a standby that is not there.
+
+    Example:
+        >>> pair = Replicated.create(["app"])  # doctest: +SKIP
+        >>> pair.dsn("app")  # doctest: +SKIP
+        'host=127.0.0.1,127.0.0.1 port=5501,5502 ... target_session_attrs=read-write'
+    """
+
+    def __init__(self, primary: PrivateServer, standby: PrivateServer) -> None:
+        self.primary = primary
+        self.standby = standby
+
+    @classmethod
+    def create(cls, databases: list[str], *, synchronous: bool = True) -> Replicated:
+        import psycopg
+        from psycopg import sql
+
+        primary = PrivateServer.create()
+        try:
+            primary.start()
+            with psycopg.connect(primary.dsn(), autocommit=True) as conn:
+                for name in databases:
+                    conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+                if synchronous:
+                    conn.execute("ALTER SYSTEM SET synchronous_standby_names = '*'")
+                    conn.execute("SELECT pg_reload_conf()")
+            # a standby whose primary is gone retries every 5 s by default, and a
+            # promotion waits for the retry: the standby tries again sooner
+            standby = PrivateServer.standby_of(primary, {"wal_retrieve_retry_interval": "100ms"})
+        except BaseException:
+            primary.remove()
+            raise
+        pair = cls(primary, standby)
+        try:
+            standby.start()
+            pair.wait_replayed()  # streaming: the primary's commits wait for it from here
+        except BaseException:
+            pair.remove()
+            raise
+        return pair
+
+    def dsn(self, dbname: str, target: str = "read-write") -> str:
+        """A multi-host DSN: the primary, else the standby, whichever `target` accepts."""
+        return make_conninfo(
+            "",
+            host="127.0.0.1,127.0.0.1",
+            port=f"{self.primary.port},{self.standby.port}",
+            user="postgres",
+            dbname=dbname,
+            target_session_attrs=target,
+        )
+
+    def wait_replayed(self) -> None:
+        """Until the standby streams from the primary and has replayed all it wrote."""
+        import psycopg
+
+        deadline = time.monotonic() + START_WAIT
+        with (
+            psycopg.connect(self.primary.dsn(), autocommit=True) as primary,
+            psycopg.connect(self.standby.dsn(), autocommit=True) as standby,
+        ):
+            while True:
+                (written,) = primary.execute(
+                    "SELECT pg_current_wal_lsn()::text"
+                ).fetchone() or ("",)
+                (streaming,) = primary.execute(
+                    "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'"
+                ).fetchone() or (0,)
+                (replayed,) = standby.execute(
+                    "SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", [written]
+                ).fetchone() or (False,)
+                if streaming and replayed:
+                    return
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the standby did not catch up with the primary")
+                time.sleep(0.05)
+
+    def promote(self) -> None:
+        """Promote the standby, as a failover does once the primary is gone.
+
+        Returns once it accepts writes: `synchronous_standby_names` cleared
+        first (it is alone now), then `pg_ctl promote`.
+        """
+        import psycopg
+
+        with psycopg.connect(self.standby.dsn(), autocommit=True) as conn:
+            conn.execute("ALTER SYSTEM RESET synchronous_standby_names")
+            conn.execute("SELECT pg_reload_conf()")
+        self.standby.promote()
+
+    def remove(self) -> None:
+        self.standby.remove()
+        self.primary.remove()

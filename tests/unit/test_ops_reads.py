@@ -303,7 +303,7 @@ def test_a_checkpoint_deleted_before_its_values_were_read_is_left_out() -> None:
 
 def test_an_empty_page_needs_no_second_statement() -> None:
     sent, result = drive(SaverCore().list_op({"configurable": {"thread_id": "t"}}), [[]])
-    assert [s.name for s in sent] == ["list_checkpoints"]  # no namespace: every one
+    assert [s.name for s in sent] == ["list_thread_every_namespace"]  # no namespace given
     assert result == ([], None)
 
 

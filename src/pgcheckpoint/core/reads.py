@@ -102,10 +102,13 @@ class Reads(CoreBase):
             "filter": None if projection is None else Jsonb(projection),
             "limit": None if lossy else limit,
         }
-        one_thread = params["thread_id"] is not None and params["checkpoint_ns"] is not None
-        rows = yield Stmt(
-            "list_thread_checkpoints" if one_thread else "list_checkpoints", params, fetch=True
-        )
+        if params["thread_id"] is None:
+            page = Stmt("list_checkpoints", params, fetch=True)
+        elif params["checkpoint_ns"] is None:
+            page = Stmt("list_thread_every_namespace", params, fetch=True)
+        else:
+            page = Stmt("list_thread_checkpoints", params, fetch=True)
+        rows = yield page
         if rows:
             rows = yield from self.listed_values_op(rows)
         return rows, (filter if lossy else None)
