@@ -32,6 +32,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from . import migrate
 from .blocking import SyncFromThreads  # sync: from .core import SaverCore
+from .caches import DEFAULT_CACHE_BYTES
 from .drivers import (
     SCHEMA_ERRORS,
     Cursors,
@@ -89,6 +90,9 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCor
         pipe: A pipeline of `conn` to batch statements in (single connection only).
         serde: The serializer of values (default: LangGraph's `JsonPlusSerializer`).
         schema: The Postgres schema that holds the tables.
+        cache_bytes: The memory the saver may keep between calls (stored lists
+            for deltas, decoded `DeltaChannel` values), shared with its
+            `with_allowlist` copies; 0 keeps nothing. See the README's "Memory".
 
     Example:
         >>> pool = AsyncConnectionPool(DSN)  # doctest: +SKIP
@@ -103,8 +107,9 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCor
         serde: SerializerProtocol | None = None,
         *,
         schema: str = "public",
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
     ) -> None:
-        super().__init__(serde=serde)
+        super().__init__(serde=serde, cache_bytes=cache_bytes)
         if isinstance(conn, AsyncConnectionPool) and pipe is not None:
             raise ValueError(
                 "a pipeline belongs to one connection; pass an AsyncConnection with pipe=, "
@@ -130,6 +135,7 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCor
         serde: SerializerProtocol | None = None,
         pool: bool | Mapping[str, Any] = False,
         schema: str = "public",
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
     ) -> AsyncIterator[AsyncPostgresSaver]:
         """Open a saver over one new connection (or a pool), closed on exit.
 
@@ -141,6 +147,7 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCor
                 `{"min_size": 2, "max_size": 20, "timeout": 10}`, to open a pool
                 instead of one connection.
             schema: The Postgres schema that holds the tables.
+            cache_bytes: The memory the saver may keep between calls; 0 keeps nothing.
 
         Example:
             >>> async with AsyncPostgresSaver.from_conn_string(DSN) as saver:  # doctest: +SKIP
@@ -150,16 +157,16 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCor
             async with AsyncConnectionPool(
                 conn_string, **pool_settings(pool, asynchronous=True)
             ) as opened:
-                yield cls(opened, serde=serde, schema=schema)
+                yield cls(opened, serde=serde, schema=schema, cache_bytes=cache_bytes)
             return
         async with await AsyncConnection.connect(
             conn_string, autocommit=True, prepare_threshold=0, row_factory=dict_row
         ) as conn:
             if pipeline:
                 async with conn.pipeline() as pipe:
-                    yield cls(conn, pipe, serde=serde, schema=schema)
+                    yield cls(conn, pipe, serde=serde, schema=schema, cache_bytes=cache_bytes)
             else:
-                yield cls(conn, serde=serde, schema=schema)
+                yield cls(conn, serde=serde, schema=schema, cache_bytes=cache_bytes)
 
     async def setup(self) -> None:
         """Create or upgrade the tables (Alembic, to the newest revision).

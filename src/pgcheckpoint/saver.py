@@ -33,6 +33,7 @@ from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from . import migrate
+from .caches import DEFAULT_CACHE_BYTES
 from .core import SaverCore
 from .drivers import (
     SCHEMA_ERRORS,
@@ -90,6 +91,9 @@ class PostgresSaver(SaverCore):
         pipe: A pipeline of `conn` to batch statements in (single connection only).
         serde: The serializer of values (default: LangGraph's `JsonPlusSerializer`).
         schema: The Postgres schema that holds the tables.
+        cache_bytes: The memory the saver may keep between calls (stored lists
+            for deltas, decoded `DeltaChannel` values), shared with its
+            `with_allowlist` copies; 0 keeps nothing. See the README's "Memory".
 
     Example:
         >>> pool = ConnectionPool(DSN)  # doctest: +SKIP
@@ -104,8 +108,9 @@ class PostgresSaver(SaverCore):
         serde: SerializerProtocol | None = None,
         *,
         schema: str = "public",
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
     ) -> None:
-        super().__init__(serde=serde)
+        super().__init__(serde=serde, cache_bytes=cache_bytes)
         if isinstance(conn, ConnectionPool) and pipe is not None:
             raise ValueError(
                 "a pipeline belongs to one connection; pass a Connection with pipe=, "
@@ -130,6 +135,7 @@ class PostgresSaver(SaverCore):
         serde: SerializerProtocol | None = None,
         pool: bool | Mapping[str, Any] = False,
         schema: str = "public",
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
     ) -> Iterator[PostgresSaver]:
         """Open a saver over one new connection (or a pool), closed on exit.
 
@@ -141,6 +147,7 @@ class PostgresSaver(SaverCore):
                 `{"min_size": 2, "max_size": 20, "timeout": 10}`, to open a pool
                 instead of one connection.
             schema: The Postgres schema that holds the tables.
+            cache_bytes: The memory the saver may keep between calls; 0 keeps nothing.
 
         Example:
             >>> with PostgresSaver.from_conn_string(DSN) as saver:  # doctest: +SKIP
@@ -148,16 +155,16 @@ class PostgresSaver(SaverCore):
         """
         if pool:
             with ConnectionPool(conn_string, **pool_settings(pool)) as opened:
-                yield cls(opened, serde=serde, schema=schema)
+                yield cls(opened, serde=serde, schema=schema, cache_bytes=cache_bytes)
             return
         with Connection.connect(
             conn_string, autocommit=True, prepare_threshold=0, row_factory=dict_row
         ) as conn:
             if pipeline:
                 with conn.pipeline() as pipe:
-                    yield cls(conn, pipe, serde=serde, schema=schema)
+                    yield cls(conn, pipe, serde=serde, schema=schema, cache_bytes=cache_bytes)
             else:
-                yield cls(conn, serde=serde, schema=schema)
+                yield cls(conn, serde=serde, schema=schema, cache_bytes=cache_bytes)
 
     def setup(self) -> None:
         """Create or upgrade the tables (Alembic, to the newest revision).

@@ -1,4 +1,5 @@
-"""LangGraph's own checkpointer conformance suite, all eight capabilities, on every variant.
+"""LangGraph's own checkpointer conformance suite, all eight capabilities, on every variant,
+with the default cache budget and with nothing cached.
 
 The suite drives savers through their async methods. `AsyncPostgresSaver` is
 validated as is; `PostgresSaver` through `ThreadedSaver`, which runs each sync
@@ -11,6 +12,7 @@ import asyncio
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
+import pytest
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     BaseCheckpointSaver,
@@ -24,6 +26,7 @@ from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.capabilities import ALL_CAPABILITIES
 
 from pgcheckpoint import AsyncPostgresSaver, PostgresSaver
+from pgcheckpoint.caches import DEFAULT_CACHE_BYTES
 
 
 class ThreadedSaver(BaseCheckpointSaver[str]):
@@ -95,6 +98,10 @@ class ThreadedSaver(BaseCheckpointSaver[str]):
         )
 
 
+# the same behaviour whatever the savers keep between calls, nothing included
+@pytest.mark.parametrize(
+    "cache_bytes", [DEFAULT_CACHE_BYTES, 0], ids=["default-budget", "nothing-cached"]
+)
 async def test_conformance_all_capabilities(saver: PostgresSaver | AsyncPostgresSaver) -> None:
     subject: BaseCheckpointSaver[str] = (
         saver if isinstance(saver, AsyncPostgresSaver) else ThreadedSaver(saver)
