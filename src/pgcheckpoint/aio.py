@@ -40,6 +40,7 @@ from .drivers import (
     cursor_of,
     pool_settings,
     pool_timeout_error,
+    release_results,
     schema_error,
     schema_revision_op,
 )
@@ -273,6 +274,13 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCor
 
     async def _run_on(self, conn: AsyncConnection[Any], run: OpRun[T], *, atomic: bool) -> T:
         cur = cursor_of(conn, self.cursors)
+        try:
+            return await self._run_with(cur, run, atomic=atomic)
+        finally:
+            release_results(cur, self.cursors)
+
+    async def _run_with(self, cur: AsyncCursor[DictRow], run: OpRun[T], *, atomic: bool) -> T:
+        conn = cur.connection
         in_pipe = self.pipe is not None and conn is self.conn
         if atomic:
             async with conn.transaction():

@@ -42,6 +42,7 @@ from .drivers import (
     cursor_of,
     pool_settings,
     pool_timeout_error,
+    release_results,
     schema_error,
     schema_revision_op,
 )
@@ -271,6 +272,13 @@ class PostgresSaver(SaverCore):
 
     def _run_on(self, conn: Connection[Any], run: OpRun[T], *, atomic: bool) -> T:
         cur = cursor_of(conn, self.cursors)
+        try:
+            return self._run_with(cur, run, atomic=atomic)
+        finally:
+            release_results(cur, self.cursors)
+
+    def _run_with(self, cur: Cursor[DictRow], run: OpRun[T], *, atomic: bool) -> T:
+        conn = cur.connection
         in_pipe = self.pipe is not None and conn is self.conn
         if atomic:
             with conn.transaction():

@@ -1,12 +1,14 @@
-"""What a saver keeps between calls stays within `cache_bytes`.
+"""What a saver keeps between calls: within `cache_bytes`, and nothing of a finished operation.
 
 A worker serves many threads for days, so what the saver holds must stay
-within the budget it was given, whatever the threads do.
+within the budget it was given, whatever the threads do; and the rows and
+parameters of an operation must not outlive it.
 """
 
 from __future__ import annotations
 
 import gc
+import os
 import tracemalloc
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, TypedDict
@@ -22,7 +24,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from pgcheckpoint import AsyncPostgresSaver, PostgresSaver
 from pgcheckpoint.caches import DEFAULT_CACHE_BYTES
 
-from .conftest import Saver
+from .conftest import Saver, SaverApi
 
 BUDGETS = [0, 64 * 1024, 1024 * 1024, DEFAULT_CACHE_BYTES]
 THREADS = 24
@@ -114,3 +116,56 @@ async def test_what_a_saver_keeps_stays_within_its_budget(budgeted: tuple[Saver,
     assert held > budget / 4 or budget == DEFAULT_CACHE_BYTES
     assert 0.7 * held <= freed <= 1.1 * held
     assert freed <= 1.1 * budget
+
+
+def reachable(root: object, limit: int = 300_000) -> list[object]:
+    """Objects reachable from `root`, classes and modules aside (they reach everything)."""
+    seen = {id(root)}
+    found = [root]
+    queue = [root]
+    while queue and len(found) < limit:
+        for ref in gc.get_referents(queue.pop()):
+            if id(ref) in seen or isinstance(ref, type | type(os)) or callable(ref):
+                continue
+            seen.add(id(ref))
+            found.append(ref)
+            queue.append(ref)
+    return found
+
+
+def large_or_results(root: object) -> list[str]:
+    return [
+        f"{type(obj).__name__} of {len(obj)}" if hasattr(obj, "__len__") else type(obj).__name__  # type: ignore[arg-type]
+        for obj in reachable(root)
+        if type(obj).__name__ == "PGresult"
+        or (isinstance(obj, str | bytes | bytearray | memoryview) and len(obj) > 1_000_000)
+    ]
+
+
+async def test_nothing_of_a_finished_operation_is_kept(saver: Saver, api: SaverApi) -> None:
+    # hex text: what is sent stays over 1 MB after compression
+    document = os.urandom(1_000_000).hex()
+    config = {"configurable": {"thread_id": "t1", "checkpoint_ns": ""}}
+    checkpoint = {
+        "v": 4,
+        "id": "1f0e0000-0000-6000-8000-000000000001",
+        "ts": "2026-01-01T00:00:00+00:00",
+        "channel_values": {"document": document},
+        "channel_versions": {"document": "00000000000000000000000000000001.1"},
+        "versions_seen": {},
+        "updated_channels": ["document"],
+    }
+    new_versions = {"document": "00000000000000000000000000000001.1"}
+    stored = await api.put(config, checkpoint, {"source": "input", "step": -1}, new_versions)
+    assert large_or_results(saver) == []
+    await api.put_writes(stored, [("document", document)], "task-1")
+    assert large_or_results(saver) == []
+    listed = await api.list(config)
+    assert listed[0].checkpoint["channel_values"]["document"] == document
+    assert listed[0].pending_writes == [("task-1", "document", document)]
+    del listed
+    assert large_or_results(saver) == []
+    found = await api.get_tuple(config)
+    assert found is not None and found.checkpoint["channel_values"]["document"] == document
+    del found
+    assert large_or_results(saver) == []
