@@ -31,6 +31,12 @@ Workloads:
   of the DeltaChannel chat at its last snapshot (best case) and just before it
   (worst case of the snapshot cycle).
 - wire: round trips and bytes per call, from libpq's trace in a separate pass.
+- memory: peak and steady RSS of a worker process serving thousands of threads
+  (bench_memory.py), one process per saver, and pgcheckpoint with nothing cached.
+
+ops, agent and storage also time pgcheckpoint with `cache_bytes=0` (rows noted
+so), next to the default budget in the same interleaved run, unless
+`--skip-zero-budget`.
 """
 
 from __future__ import annotations
@@ -52,14 +58,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_agent import run_agent
 from bench_concurrency import run_concurrency
-from bench_db import POOL_SIZE, ROOT, Databases, server_dsn
+from bench_db import NOTHING_CACHED, POOL_SIZE, ROOT, SAVERS, Databases, server_dsn
 from bench_graphs import Recording, record_chat
+from bench_memory import run_memory
 from bench_ops import run_ops
 from bench_report import markdown_table, wire_table
 from bench_storage import run_storage
 from bench_timing import QUICK, Plan, Results, log
 
-SECTIONS = ("ops", "agent", "concurrency", "storage")
+SECTIONS = ("ops", "agent", "concurrency", "storage", "memory")
 MODES = ("sync", "async")
 
 
@@ -120,6 +127,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help=f"comma-separated workloads, of {', '.join(SECTIONS)}",
     )
     parser.add_argument("--modes", default=",".join(MODES), help="sync, async or both")
+    parser.add_argument(
+        "--skip-zero-budget",
+        action="store_true",
+        help="do not time pgcheckpoint with cache_bytes=0 next to the default",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / ".bench", help="output directory")
     args = parser.parse_args(argv)
     sections = [s for s in args.only.split(",") if s]
@@ -148,13 +160,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             recordings[True] = record_chat(plan.chat_turns, delta=True)
         log(f"chats recorded in {time.perf_counter() - t0:.1f} s")
 
+    kinds = SAVERS if args.skip_zero_budget else (*SAVERS, NOTHING_CACHED)
     with Databases(server) as dbs:
         server_version = dbs.server_version()
         work: dict[str, Callable[[], None]] = {
-            "ops": lambda: run_ops(dbs, plan, modes, recordings[False], results),
-            "agent": lambda: run_agent(dbs, plan, modes, results),
+            "ops": lambda: run_ops(dbs, plan, modes, recordings[False], results, kinds),
+            "agent": lambda: run_agent(dbs, plan, modes, results, kinds),
             "concurrency": lambda: run_concurrency(dbs, plan, modes, results),
-            "storage": lambda: run_storage(dbs, plan, modes, recordings, results),
+            "storage": lambda: run_storage(dbs, plan, modes, recordings, results, kinds),
+            "memory": lambda: run_memory(dbs, plan, results),
         }
         for section in sections:
             t0 = time.perf_counter()
