@@ -37,6 +37,7 @@ SAVERS = ("ours", "official")
 NOTHING_CACHED = "ours0"
 TABLES = {
     "ours": ("pgc_checkpoints", "pgc_blobs", "pgc_writes"),
+    NOTHING_CACHED: ("pgc_checkpoints", "pgc_blobs", "pgc_writes"),
     "official": ("checkpoints", "checkpoint_blobs", "checkpoint_writes"),
 }
 
