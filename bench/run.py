@@ -196,6 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     payload = {
         "meta": meta,
         "rows": [r.as_json() for r in results.rows],
+        "extra": results.extra,
         "wire": results.wire,
         "notes": results.notes,
         "errors": results.errors,
