@@ -33,8 +33,11 @@ POOL_SIZE = 8
 # What LangGraph's docs pass to a pool for the official saver; both savers get it.
 CONNECTION_KWARGS: dict[str, Any] = {"autocommit": True, "prepare_threshold": 0}
 SAVERS = ("ours", "official")
+# pgcheckpoint with cache_bytes=0, timed next to the two where the trade shows
+NOTHING_CACHED = "ours0"
 TABLES = {
     "ours": ("pgc_checkpoints", "pgc_blobs", "pgc_writes"),
+    NOTHING_CACHED: ("pgc_checkpoints", "pgc_blobs", "pgc_writes"),
     "official": ("checkpoints", "checkpoint_blobs", "checkpoint_writes"),
 }
 
@@ -108,6 +111,8 @@ class Databases:
 
     def fresh(self, kind: str, label: str) -> str:
         """A new database with `kind`'s schema and no rows."""
+        if kind == NOTHING_CACHED:
+            kind, label = "ours", f"{label}0"
         template = self.template(kind)
         return self._create(f"{DB_PREFIX}{self.token}_{kind}_{label}", template)
 
@@ -202,9 +207,14 @@ class Databases:
 # -- savers ------------------------------------------------------------------------
 
 
+def _budget(kind: str) -> dict[str, int]:
+    return {"cache_bytes": 0} if kind == NOTHING_CACHED else {}
+
+
 @contextlib.contextmanager
 def sync_saver(kind: str, dsn: str, *, size: int = POOL_SIZE, **pool_kwargs: Any) -> Iterator[Any]:
-    """A saver of `kind` over its own open pool of `size` connections."""
+    """A saver of `kind` over its own open pool of `size` connections (`ours0`: with
+    nothing cached)."""
     with ConnectionPool(
         dsn,
         min_size=size,
@@ -215,10 +225,10 @@ def sync_saver(kind: str, dsn: str, *, size: int = POOL_SIZE, **pool_kwargs: Any
         **pool_kwargs,
     ) as pool:
         pool.wait()
-        if kind == "ours":
+        if kind in ("ours", NOTHING_CACHED):
             from pgcheckpoint import PostgresSaver
 
-            yield PostgresSaver(pool)
+            yield PostgresSaver(pool, **_budget(kind))
         else:
             yield OfficialSaver(pool)
 
@@ -235,10 +245,10 @@ async def async_saver(kind: str, dsn: str, *, size: int = POOL_SIZE) -> AsyncIte
         open=False,
     ) as pool:
         await pool.wait()
-        if kind == "ours":
+        if kind in ("ours", NOTHING_CACHED):
             from pgcheckpoint import AsyncPostgresSaver
 
-            yield AsyncPostgresSaver(pool)
+            yield AsyncPostgresSaver(pool, **_budget(kind))
         else:
             from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver as Official
 

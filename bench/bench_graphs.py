@@ -60,8 +60,8 @@ def text(seed: int, size: int = MESSAGE_BYTES) -> str:
     return " ".join(words)[:size]
 
 
-def human(turn: int) -> HumanMessage:
-    return HumanMessage(content=text(1_000_003 * turn + 1), id=f"human-{turn}")
+def human(turn: int, size: int = MESSAGE_BYTES) -> HumanMessage:
+    return HumanMessage(content=text(1_000_003 * turn + 1, size), id=f"human-{turn}")
 
 
 # -- the chat: one reply per human message, 2 messages a turn ----------------------
@@ -75,16 +75,18 @@ class DeltaChat(TypedDict):
     messages: Annotated[list[BaseMessage], DeltaChannel(_messages_delta_reducer)]
 
 
-def _reply(state: dict[str, Any]) -> dict[str, Any]:
-    n = len(state["messages"])
-    return {"messages": [AIMessage(content=text(7 * n + 2), id=f"ai-{n}")]}
-
-
 def chat_graph(
-    checkpointer: BaseCheckpointSaver[Any] | None, *, delta: bool = False
+    checkpointer: BaseCheckpointSaver[Any] | None,
+    *,
+    delta: bool = False,
+    message_bytes: int = MESSAGE_BYTES,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
+    def reply(state: dict[str, Any]) -> dict[str, Any]:
+        n = len(state["messages"])
+        return {"messages": [AIMessage(content=text(7 * n + 2, message_bytes), id=f"ai-{n}")]}
+
     builder: StateGraph[Any, Any, Any, Any] = StateGraph(DeltaChat if delta else PlainChat)
-    builder.add_node("reply", _reply)
+    builder.add_node("reply", reply)
     builder.add_edge(START, "reply")
     builder.add_edge("reply", END)
     return builder.compile(checkpointer=checkpointer)

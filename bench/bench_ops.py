@@ -58,10 +58,15 @@ def ops_data(recording: Recording, turn: int, mode: str, count: int) -> OpsData:
 
 
 def run_ops(
-    dbs: Databases, plan: Plan, modes: Sequence[str], recording: Recording, results: Results
+    dbs: Databases,
+    plan: Plan,
+    modes: Sequence[str],
+    recording: Recording,
+    results: Results,
+    kinds: Sequence[str] = SAVERS,
 ) -> None:
-    dsns = {kind: dbs.fresh(kind, "ops") for kind in SAVERS}
-    for kind in SAVERS:
+    dsns = {kind: dbs.fresh(kind, "ops") for kind in kinds}
+    for kind in kinds:
         with sync_saver(kind, dsns[kind]) as saver:
             for turn in plan.ops_turns:
                 replay(saver, recording.upto(turn), f"chat{turn}")
@@ -87,14 +92,12 @@ def _ops_rows(
 ) -> None:
     targets = {("put", 200): 0.4, ("list(limit=10)", 200): 0.3}
     for op, t in times.items():
-        results.rows.append(
-            row("ops", f"{op} @ turn {turn}", mode, t, target=targets.get((op, turn)))
-        )
+        results.rows += row("ops", f"{op} @ turn {turn}", mode, t, target=targets.get((op, turn)))
 
 
 def _ops_sync(dsns: dict[str, str], plan: Plan, data: dict[int, OpsData], results: Results) -> None:
     with contextlib.ExitStack() as stack:
-        savers = {k: stack.enter_context(sync_saver(k, dsns[k])) for k in SAVERS}
+        savers = {k: stack.enter_context(sync_saver(k, dsns[k])) for k in dsns}
         for d in data.values():
             _ops_rows(results, "sync", d.turn, _ops_sync_turn(savers, plan, d))
 
@@ -103,7 +106,7 @@ def _ops_sync_turn(
     savers: dict[str, Any], plan: Plan, d: OpsData
 ) -> dict[str, dict[str, list[float]]]:
     latest, by_id = config(f"chat{d.turn}"), config(f"chat{d.turn}", d.head_id)
-    args = (SAVERS, plan.samples, plan.warmup, plan.block)
+    args = (tuple(savers), plan.samples, plan.warmup, plan.block)
     return {
         "get_tuple latest": timed(*args, lambda k, i: savers[k].get_tuple(latest)),
         "get_tuple by id": timed(*args, lambda k, i: savers[k].get_tuple(by_id)),
@@ -117,7 +120,7 @@ async def _ops_async(
     dsns: dict[str, str], plan: Plan, data: dict[int, OpsData], results: Results
 ) -> None:
     async with contextlib.AsyncExitStack() as stack:
-        savers = {k: await stack.enter_async_context(async_saver(k, dsns[k])) for k in SAVERS}
+        savers = {k: await stack.enter_async_context(async_saver(k, dsns[k])) for k in dsns}
         for d in data.values():
             _ops_rows(results, "async", d.turn, await _ops_async_turn(savers, plan, d))
 
@@ -126,7 +129,7 @@ async def _ops_async_turn(
     savers: dict[str, Any], plan: Plan, d: OpsData
 ) -> dict[str, dict[str, list[float]]]:
     latest, by_id = config(f"chat{d.turn}"), config(f"chat{d.turn}", d.head_id)
-    args = (SAVERS, plan.samples, plan.warmup, plan.block)
+    args = (tuple(savers), plan.samples, plan.warmup, plan.block)
 
     async def alist(kind: str) -> list[Any]:
         return [t async for t in savers[kind].alist(latest, limit=10)]

@@ -43,6 +43,7 @@ class Row:
     higher_is_better: bool = False
     target: float | None = None  # on the ratio ours / official
     note: str = ""
+    limit: float | None = None  # on pgcheckpoint's own p50, in the row's unit
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -53,12 +54,16 @@ class Row:
 
     @property
     def verdict(self) -> str:
+        if self.limit is not None:
+            return "pass" if self.ours.p50 < self.limit else "MISS"
         if self.target is None or math.isnan(self.ratio):
             return ""
         met = self.ratio >= self.target if self.higher_is_better else self.ratio <= self.target
         return "pass" if met else "MISS"
 
     def target_text(self) -> str:
+        if self.limit is not None:
+            return f"< {self.limit:g} {self.unit} {self.verdict}"
         if self.target is None:
             return ""
         sign = ">=" if self.higher_is_better else "<="

@@ -13,7 +13,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench_db import NOTHING_CACHED
 from bench_report import Row, Stat
+
+# How a row measured on pgcheckpoint with nothing cached says so.
+ZERO_NOTE = "cache_bytes=0"
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,8 @@ class Plan:
     chat_turns: int = 500  # storage and DeltaChannel get_state
     get_state_samples: int = 20
     wire_calls: int = 3
+    memory_threads: int = 3000  # served by each worker process of the memory section
+    memory_step: int = 500  # RSS read after every this many threads
 
 
 QUICK = Plan(
@@ -44,6 +50,8 @@ QUICK = Plan(
     chat_turns=200,
     get_state_samples=8,
     wire_calls=2,
+    memory_threads=1000,
+    memory_step=250,
 )
 
 
@@ -124,14 +132,31 @@ def row(
     *,
     target: float | None = None,
     note: str = "",
-) -> Row:
-    return Row(
-        section,
-        name,
-        mode,
-        "ms",
-        Stat.of(ms(times["ours"])),
-        Stat.of(ms(times["official"])),
-        target=target,
-        note=note,
-    )
+) -> list[Row]:
+    """The row of a timed workload, and its twin with nothing cached when that was timed."""
+    rows = [
+        Row(
+            section,
+            name,
+            mode,
+            "ms",
+            Stat.of(ms(times["ours"])),
+            Stat.of(ms(times["official"])),
+            target=target,
+            note=note,
+        )
+    ]
+    if NOTHING_CACHED in times:
+        rows.append(
+            Row(
+                section,
+                name,
+                mode,
+                "ms",
+                Stat.of(ms(times[NOTHING_CACHED])),
+                Stat.of(ms(times["official"])),
+                target=target,
+                note=", ".join(filter(None, [note, ZERO_NOTE])),
+            )
+        )
+    return rows

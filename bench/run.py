@@ -34,6 +34,12 @@ Workloads:
 - telemetry: the calls of the ops workload on pgcheckpoint alone, as without
   opentelemetry, with its API and no SDK, and with the SDK and an in-memory
   exporter (`bench_telemetry`): what spans and metrics cost.
+- memory: peak and steady RSS of a worker process serving thousands of threads
+  (bench_memory.py), one process per saver, and pgcheckpoint with nothing cached.
+
+ops, agent and storage also time pgcheckpoint with `cache_bytes=0` (rows noted
+so), next to the default budget in the same interleaved run, unless
+`--skip-zero-budget`.
 """
 
 from __future__ import annotations
@@ -55,15 +61,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_agent import run_agent
 from bench_concurrency import run_concurrency
-from bench_db import POOL_SIZE, ROOT, Databases, server_dsn
+from bench_db import NOTHING_CACHED, POOL_SIZE, ROOT, SAVERS, Databases, server_dsn
 from bench_graphs import Recording, record_chat
+from bench_memory import run_memory
 from bench_ops import run_ops
 from bench_report import markdown_table, telemetry_table, wire_table
 from bench_storage import run_storage
 from bench_telemetry import run_telemetry
 from bench_timing import QUICK, Plan, Results, log
 
-SECTIONS = ("ops", "agent", "concurrency", "storage", "telemetry")
+SECTIONS = ("ops", "agent", "concurrency", "storage", "memory", "telemetry")
 MODES = ("sync", "async")
 
 
@@ -131,6 +138,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help=f"comma-separated workloads, of {', '.join(SECTIONS)}",
     )
     parser.add_argument("--modes", default=",".join(MODES), help="sync, async or both")
+    parser.add_argument(
+        "--skip-zero-budget",
+        action="store_true",
+        help="do not time pgcheckpoint with cache_bytes=0 next to the default",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / ".bench", help="output directory")
     args = parser.parse_args(argv)
     sections = [s for s in args.only.split(",") if s]
@@ -160,13 +172,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             recordings[True] = record_chat(plan.chat_turns, delta=True)
         log(f"chats recorded in {time.perf_counter() - t0:.1f} s")
 
+    kinds = SAVERS if args.skip_zero_budget else (*SAVERS, NOTHING_CACHED)
     with Databases(server) as dbs:
         server_version = dbs.server_version()
         work: dict[str, Callable[[], None]] = {
-            "ops": lambda: run_ops(dbs, plan, modes, recordings[False], results),
-            "agent": lambda: run_agent(dbs, plan, modes, results),
+            "ops": lambda: run_ops(dbs, plan, modes, recordings[False], results, kinds),
+            "agent": lambda: run_agent(dbs, plan, modes, results, kinds),
             "concurrency": lambda: run_concurrency(dbs, plan, modes, results),
-            "storage": lambda: run_storage(dbs, plan, modes, recordings, results),
+            "storage": lambda: run_storage(dbs, plan, modes, recordings, results, kinds),
+            "memory": lambda: run_memory(dbs, plan, results),
             "telemetry": lambda: run_telemetry(dbs, plan, modes, recordings[False], results),
         }
         for section in sections:
@@ -195,6 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     payload = {
         "meta": meta,
         "rows": [r.as_json() for r in results.rows],
+        "extra": results.extra,
         "wire": results.wire,
         "telemetry": results.telemetry,
         "notes": results.notes,

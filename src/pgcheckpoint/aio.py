@@ -33,6 +33,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from . import migrate
 from .blocking import SyncFromThreads  # sync: from .core import SaverCore
+from .caches import DEFAULT_CACHE_BYTES
 from .drivers import (
     POOL_PATIENCE,
     SCHEMA_ERRORS,
@@ -43,6 +44,7 @@ from .drivers import (
     pool_outage,
     pool_settings,
     pool_timeout_error,
+    release_results,
     schema_error,
     schema_revision_op,
 )
@@ -97,6 +99,9 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCor
         telemetry: Where spans and metrics go, and whether they name threads
             (`pgcheckpoint.telemetry.Telemetry`); default the global providers,
             without thread ids.
+        cache_bytes: The memory the saver may keep between calls (stored lists
+            for deltas, decoded `DeltaChannel` values), shared with its
+            `with_allowlist` copies; 0 keeps nothing. See the README's "Memory".
 
     Example:
         >>> pool = AsyncConnectionPool(DSN)  # doctest: +SKIP
@@ -112,8 +117,9 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCor
         *,
         schema: str = "public",
         telemetry: Telemetry | None = None,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
     ) -> None:
-        super().__init__(serde=serde)
+        super().__init__(serde=serde, cache_bytes=cache_bytes)
         if isinstance(conn, AsyncConnectionPool) and pipe is not None:
             raise ValueError(
                 "a pipeline belongs to one connection; pass an AsyncConnection with pipe=, "
@@ -145,6 +151,7 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCor
         pool: bool | Mapping[str, Any] = False,
         schema: str = "public",
         telemetry: Telemetry | None = None,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
     ) -> AsyncIterator[AsyncPostgresSaver]:
         """Open a saver over one new connection (or a pool), closed on exit.
 
@@ -157,6 +164,7 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCor
                 instead of one connection.
             schema: The Postgres schema that holds the tables.
             telemetry: Where spans and metrics go (`pgcheckpoint.telemetry`).
+            cache_bytes: The memory the saver may keep between calls; 0 keeps nothing.
 
         Example:
             >>> async with AsyncPostgresSaver.from_conn_string(DSN) as saver:  # doctest: +SKIP
@@ -166,16 +174,31 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCor
             async with AsyncConnectionPool(
                 conn_string, **pool_settings(pool, asynchronous=True)
             ) as opened:
-                yield cls(opened, serde=serde, schema=schema, telemetry=telemetry)
+                yield cls(
+                    opened,
+                    serde=serde,
+                    schema=schema,
+                    telemetry=telemetry,
+                    cache_bytes=cache_bytes,
+                )
             return
         async with await AsyncConnection.connect(
             conn_string, autocommit=True, prepare_threshold=0, row_factory=dict_row
         ) as conn:
             if pipeline:
                 async with conn.pipeline() as pipe:
-                    yield cls(conn, pipe, serde=serde, schema=schema, telemetry=telemetry)
+                    yield cls(
+                        conn,
+                        pipe,
+                        serde=serde,
+                        schema=schema,
+                        telemetry=telemetry,
+                        cache_bytes=cache_bytes,
+                    )
             else:
-                yield cls(conn, serde=serde, schema=schema, telemetry=telemetry)
+                yield cls(
+                    conn, serde=serde, schema=schema, telemetry=telemetry, cache_bytes=cache_bytes
+                )
 
     async def setup(self) -> None:
         """Create or upgrade the tables (Alembic, to the newest revision).
@@ -376,6 +399,13 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCor
 
     async def _run_on(self, conn: AsyncConnection[Any], run: OpRun[T], *, atomic: bool) -> T:
         cur = cursor_of(conn, self.cursors)
+        try:
+            return await self._run_with(cur, run, atomic=atomic)
+        finally:
+            release_results(cur, self.cursors)
+
+    async def _run_with(self, cur: AsyncCursor[DictRow], run: OpRun[T], *, atomic: bool) -> T:
+        conn = cur.connection
         in_pipe = self.pipe is not None and conn is self.conn
         if run.activity is not None:
             run.activity.connected(conn, atomic=atomic, pipelined=in_pipe)

@@ -29,15 +29,14 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from Crypto.Cipher import AES
-from Crypto.Hash import SHA256
-from Crypto.Protocol.KDF import HKDF
-from Crypto.Random import get_random_bytes
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from .errors import DecryptionError, InvalidInputError
 from .values import describe_binding, seal_value, unseal_value
+
+# pycryptodome (1 MiB of a worker's memory) is imported where a value is sealed
+# or opened: `import pgcheckpoint` without encryption does not load it.
 
 __all__ = [
     "KEYS_ENV",
@@ -161,6 +160,9 @@ def _check_langgraph_key(key: Any, source: str) -> bytes:
 
 
 def _derive_from_langgraph(key: bytes) -> bytes:
+    from Crypto.Hash import SHA256
+    from Crypto.Protocol.KDF import HKDF
+
     # A separate key for GCM: one key must not serve two AES modes.
     derived = HKDF(key, _KEY_BYTES, b"pgcheckpoint", SHA256, context=b"aes-256-gcm")
     return bytes(derived if isinstance(derived, bytes) else derived[0])
@@ -349,6 +351,9 @@ class EncryptedSerde:
             >>> suffix, len(sealed)
             ('aesgcm:k1', 30)
         """
+        from Crypto.Cipher import AES
+        from Crypto.Random import get_random_bytes
+
         nonce = get_random_bytes(_NONCE_BYTES)
         cipher = AES.new(self._keys[self.active], AES.MODE_GCM, nonce=nonce, mac_len=_TAG_BYTES)
         cipher.update(aad)
@@ -398,6 +403,8 @@ class EncryptedSerde:
                 f"bytes, shorter than its nonce and tag ({_NONCE_BYTES + _TAG_BYTES}); it was "
                 "truncated"
             )
+        from Crypto.Cipher import AES
+
         cipher = AES.new(key, AES.MODE_GCM, nonce=data[:_NONCE_BYTES], mac_len=_TAG_BYTES)
         cipher.update(aad)
         try:
@@ -426,6 +433,8 @@ class EncryptedSerde:
                 f"cannot decrypt {where} with the {LANGGRAPH_KEY_ENV} key: the ciphertext is "
                 f"{len(data)} bytes, shorter than its nonce and tag; it was truncated"
             )
+        from Crypto.Cipher import AES
+
         cipher = AES.new(self._legacy_key, AES.MODE_EAX, nonce=nonce)
         try:
             return bytes(cipher.decrypt_and_verify(data[_EAX_NONCE_BYTES + _TAG_BYTES :], tag))

@@ -243,6 +243,31 @@ def bypass_connect_args(pool: Any, timeout: float) -> tuple[str, dict[str, Any]]
     return conninfo, kwargs
 
 
+def release_results(cur: Cursor[Any] | AsyncCursor[Any], kept: Cursors) -> None:
+    """Let go of the last statement's result and parameters, keep what the cursor learnt.
+
+    psycopg keeps a cursor's last result and its converted parameters until
+    the cursor runs its next statement; on a kept cursor that is the
+    connection's next operation, which on an idle pool connection may be much
+    later (a `list` of a long thread: megabytes). This drops them as psycopg's
+    own `execute` does first, and keeps the cursor's transformer, which is
+    what the kept cursor is for (the same statement's dumpers, again).
+    A psycopg without these internals gets its cursor forgotten instead.
+
+    Example:
+        >>> release_results(cur, saver.cursors)  # doctest: +SKIP
+        >>> cur.pgresult is None  # doctest: +SKIP
+        True
+    """
+    try:
+        cur._reset()
+        transformer = getattr(cur, "_tx", None)
+        if transformer is not None:
+            transformer.set_pgresult(None)
+    except AttributeError:
+        kept.pop(cur.connection, None)
+
+
 def pool_timeout_error(
     pool: ConnectionPool[Any] | AsyncConnectionPool[Any],
     exc: PoolTimeout,

@@ -20,11 +20,9 @@ import shlex
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, redirect_stdout
+from typing import TYPE_CHECKING
 
 import psycopg
-from alembic import command, op
-from alembic.config import Config
-from alembic.script import ScriptDirectory
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
@@ -32,6 +30,11 @@ from .errors import PgCheckpointError
 from .locking import LOCK_CLASS_MIGRATE, migration_lock_key
 from .resources import migrations_dir
 from .telemetry import DEFAULT_TELEMETRY, Activity, Telemetry, logger
+
+# Alembic (and SQLAlchemy with it: 20 MiB of a worker's memory) is imported by the
+# functions that migrate, not with the savers, which only run statements.
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 __all__ = [
     "TABLES",
@@ -108,6 +111,8 @@ def schema_option(schema: str) -> str:
 
 
 def _config(conninfo: str | None, schema: str) -> Config:
+    from alembic.config import Config
+
     cfg = Config()
     cfg.set_main_option("script_location", str(migrations_dir()))
     cfg.attributes["schema"] = schema
@@ -203,6 +208,8 @@ def upgrade(
                 f"schema {schema!r} is at revision {before!r}, past {revision!r}: to go "
                 f"back, run `pgcheckpoint downgrade {revision}{schema_option(schema)}`"
             )
+        from alembic import command
+
         command.upgrade(_config(conninfo, schema), revision)
     return before
 
@@ -230,6 +237,8 @@ def downgrade(
     ):
         before = current(conninfo, schema=schema)
         activity.set("pgcheckpoint.migration.from", before or "base")
+        from alembic import command
+
         command.downgrade(_config(conninfo, schema), revision)
     return before
 
@@ -271,6 +280,8 @@ def head() -> str:
         >>> head() >= "0001"
         True
     """
+    from alembic.script import ScriptDirectory
+
     script = ScriptDirectory.from_config(_config(None, "public"))
     heads = script.get_heads()
     if len(heads) != 1:
@@ -285,6 +296,8 @@ def history() -> list[tuple[str, str | None, str]]:
         >>> history()[0][:2]
         ('0001', None)
     """
+    from alembic.script import ScriptDirectory
+
     script = ScriptDirectory.from_config(_config(None, "public"))
     revisions = list(script.walk_revisions())
     revisions.reverse()
@@ -303,6 +316,8 @@ def offline_sql(*, schema: str = "public", revision: str = "head", start: str | 
         >>> "CREATE TABLE" in offline_sql()
         True
     """
+    from alembic import command
+
     target = f"{start}:{revision}" if start else revision
     buffer = io.StringIO()
     cfg = _config(None, schema)
@@ -313,6 +328,7 @@ def offline_sql(*, schema: str = "public", revision: str = "head", start: str | 
 
 
 def _index_exists_invalid(schema: str, name: str) -> bool | None:
+    from alembic import op
     from sqlalchemy import text
 
     row = (
@@ -345,13 +361,14 @@ def create_index_concurrently(schema: str, name: str, definition: str) -> None:
     Example:
         >>> create_index_concurrently("public", "t_idx", "t (a)")  # doctest: +SKIP
     """
+    from alembic import op
+
     context = op.get_context()
     with context.autocommit_block():
         if not context.as_sql and _index_exists_invalid(schema, name):
             op.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {ident(schema)}.{ident(name)}")
         op.execute(
-            f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {ident(name)} "
-            f"ON {ident(schema)}.{definition}"
+            f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {ident(name)} ON {ident(schema)}.{definition}"
         )
 
 
@@ -361,5 +378,7 @@ def drop_index_concurrently(schema: str, name: str) -> None:
     Example:
         >>> drop_index_concurrently("public", "t_idx")  # doctest: +SKIP
     """
+    from alembic import op
+
     with op.get_context().autocommit_block():
         op.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {ident(schema)}.{ident(name)}")

@@ -222,6 +222,7 @@ class Traced(Activity):
         "_sent",
         "_start",
         "_statements",
+        "_stmt",
         "_sweep",
         "_thread_id",
         "span",
@@ -249,6 +250,7 @@ class Traced(Activity):
         self._thread_id = thread_id
         self._namespace: str | None = None
         self._statements = self._rows = self._sent = self._received = self._round_trips = 0
+        self._stmt: Stmt | None = None
         self._ops = 0
         self._lock_wait = 0.0
         self._pipelined = self._retried = False
@@ -291,7 +293,8 @@ class Traced(Activity):
         self._pipelined = pipelined
 
     def starting(self, stmt: Stmt) -> None:
-        self.statement = stmt
+        self.statement = stmt.name
+        self._stmt = stmt
         params = stmt.params
         for key in _THREAD_PARAMS:
             value = params.get(key)
@@ -304,7 +307,7 @@ class Traced(Activity):
             self._ids.update(t for t in many if isinstance(t, str))
 
     def finished(self, rows: list[Row] | None, exc: BaseException | None = None) -> None:
-        stmt = self.statement
+        stmt, self._stmt = self._stmt, None  # its parameters are not kept past this
         if stmt is None:
             return
         now = perf_counter()

@@ -34,6 +34,7 @@ from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from . import migrate
+from .caches import DEFAULT_CACHE_BYTES
 from .core import SaverCore
 from .drivers import (
     POOL_PATIENCE,
@@ -45,6 +46,7 @@ from .drivers import (
     pool_outage,
     pool_settings,
     pool_timeout_error,
+    release_results,
     schema_error,
     schema_revision_op,
 )
@@ -98,6 +100,9 @@ class PostgresSaver(SaverCore):
         telemetry: Where spans and metrics go, and whether they name threads
             (`pgcheckpoint.telemetry.Telemetry`); default the global providers,
             without thread ids.
+        cache_bytes: The memory the saver may keep between calls (stored lists
+            for deltas, decoded `DeltaChannel` values), shared with its
+            `with_allowlist` copies; 0 keeps nothing. See the README's "Memory".
 
     Example:
         >>> pool = ConnectionPool(DSN)  # doctest: +SKIP
@@ -113,8 +118,9 @@ class PostgresSaver(SaverCore):
         *,
         schema: str = "public",
         telemetry: Telemetry | None = None,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
     ) -> None:
-        super().__init__(serde=serde)
+        super().__init__(serde=serde, cache_bytes=cache_bytes)
         if isinstance(conn, ConnectionPool) and pipe is not None:
             raise ValueError(
                 "a pipeline belongs to one connection; pass a Connection with pipe=, "
@@ -145,6 +151,7 @@ class PostgresSaver(SaverCore):
         pool: bool | Mapping[str, Any] = False,
         schema: str = "public",
         telemetry: Telemetry | None = None,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
     ) -> Iterator[PostgresSaver]:
         """Open a saver over one new connection (or a pool), closed on exit.
 
@@ -157,6 +164,7 @@ class PostgresSaver(SaverCore):
                 instead of one connection.
             schema: The Postgres schema that holds the tables.
             telemetry: Where spans and metrics go (`pgcheckpoint.telemetry`).
+            cache_bytes: The memory the saver may keep between calls; 0 keeps nothing.
 
         Example:
             >>> with PostgresSaver.from_conn_string(DSN) as saver:  # doctest: +SKIP
@@ -164,16 +172,31 @@ class PostgresSaver(SaverCore):
         """
         if pool:
             with ConnectionPool(conn_string, **pool_settings(pool)) as opened:
-                yield cls(opened, serde=serde, schema=schema, telemetry=telemetry)
+                yield cls(
+                    opened,
+                    serde=serde,
+                    schema=schema,
+                    telemetry=telemetry,
+                    cache_bytes=cache_bytes,
+                )
             return
         with Connection.connect(
             conn_string, autocommit=True, prepare_threshold=0, row_factory=dict_row
         ) as conn:
             if pipeline:
                 with conn.pipeline() as pipe:
-                    yield cls(conn, pipe, serde=serde, schema=schema, telemetry=telemetry)
+                    yield cls(
+                        conn,
+                        pipe,
+                        serde=serde,
+                        schema=schema,
+                        telemetry=telemetry,
+                        cache_bytes=cache_bytes,
+                    )
             else:
-                yield cls(conn, serde=serde, schema=schema, telemetry=telemetry)
+                yield cls(
+                    conn, serde=serde, schema=schema, telemetry=telemetry, cache_bytes=cache_bytes
+                )
 
     def setup(self) -> None:
         """Create or upgrade the tables (Alembic, to the newest revision).
@@ -367,6 +390,13 @@ class PostgresSaver(SaverCore):
 
     def _run_on(self, conn: Connection[Any], run: OpRun[T], *, atomic: bool) -> T:
         cur = cursor_of(conn, self.cursors)
+        try:
+            return self._run_with(cur, run, atomic=atomic)
+        finally:
+            release_results(cur, self.cursors)
+
+    def _run_with(self, cur: Cursor[DictRow], run: OpRun[T], *, atomic: bool) -> T:
+        conn = cur.connection
         in_pipe = self.pipe is not None and conn is self.conn
         if run.activity is not None:
             run.activity.connected(conn, atomic=atomic, pipelined=in_pipe)

@@ -84,7 +84,9 @@ class Activity:
     (`pgcheckpoint.otel`) measures the rest.
 
     Attributes:
-        statement: The statement last started, or None.
+        statement: The name of the statement last started, or None (only its
+            name: an activity outlives its op in copied contexts, and must not
+            keep the op's parameters alive).
         parent: The activity this one runs inside (a sweep's), or None.
 
     Example:
@@ -98,7 +100,7 @@ class Activity:
     def __init__(self, name: str | None = None, subject: Any = None) -> None:
         self._name = name
         self._subject = subject
-        self.statement: Stmt | None = None
+        self.statement: str | None = None
         self.parent: Activity | None = None
 
     @property
@@ -129,7 +131,7 @@ class Activity:
 
     def starting(self, stmt: Stmt) -> None:
         """The op hands the driver its next statement."""
-        self.statement = stmt
+        self.statement = stmt.name
 
     def finished(self, rows: list[Row] | None, exc: BaseException | None = None) -> None:
         """The current statement returned `rows`, or raised `exc`."""
@@ -342,8 +344,7 @@ class _ActivityFilter(logging.Filter):
         if not hasattr(record, "pgcheckpoint_operation"):
             record.pgcheckpoint_operation = None if activity is None else activity.operation
         if not hasattr(record, "pgcheckpoint_statement"):
-            stmt = None if activity is None else activity.statement
-            record.pgcheckpoint_statement = None if stmt is None else stmt.name
+            record.pgcheckpoint_statement = None if activity is None else activity.statement
         return True
 
 

@@ -15,7 +15,7 @@ Example:
 from __future__ import annotations
 
 import threading
-from typing import Any, Protocol, cast, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import zstandard
 from langgraph.checkpoint.serde.base import SerializerProtocol
@@ -36,7 +36,6 @@ __all__ = [
 
 # The stored type of a compressed value ends with this.
 COMPRESS_SUFFIX = "+zstd"
-_zstd = threading.local()
 
 
 @runtime_checkable
@@ -182,18 +181,48 @@ def describe_binding(aad: bytes) -> str:
     return f"the row bound to {aad!r}"
 
 
-def _compressor() -> zstandard.ZstdCompressor:
-    comp = getattr(_zstd, "c", None)
-    if comp is None:
-        comp = _zstd.c = zstandard.ZstdCompressor(level=3)
-    return cast(zstandard.ZstdCompressor, comp)
+class _ZstdContexts:
+    """zstd contexts shared by every thread: a compressor per size class, decompressors.
+
+    A compressor's memory (40 KiB to megabytes) depends on the size of what
+    it compresses, and zstd frees and allocates it again when that size
+    moves. Kept per thread, with LangGraph saving from short-lived threads
+    and values from 1 KiB to megabytes, that churn of large allocations (made
+    without the GIL, while other threads allocate) left glibc holding 8 MiB
+    more in a worker of 4 threads (bench/bench_memory.py). So there is one
+    compressor per power of two of input size, used by one thread at a time
+    (a compression takes tens of microseconds), and every context outlives
+    the threads that used it.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._compressors: dict[int, tuple[threading.Lock, zstandard.ZstdCompressor]] = {}
+        self._decompressors: list[zstandard.ZstdDecompressor] = []
+
+    def compress(self, data: bytes) -> bytes:
+        size_class = max(len(data) - 1, 1).bit_length()
+        found = self._compressors.get(size_class)
+        if found is None:
+            with self._lock:
+                found = self._compressors.setdefault(
+                    size_class, (threading.Lock(), zstandard.ZstdCompressor(level=3))
+                )
+        with found[0]:
+            return found[1].compress(data)
+
+    def decompress(self, data: bytes) -> bytes:
+        with self._lock:
+            free = self._decompressors
+            dec = free.pop() if free else zstandard.ZstdDecompressor()
+        try:
+            return dec.decompress(data)
+        finally:
+            with self._lock:
+                free.append(dec)
 
 
-def _decompressor() -> zstandard.ZstdDecompressor:
-    dec = getattr(_zstd, "d", None)
-    if dec is None:
-        dec = _zstd.d = zstandard.ZstdDecompressor()
-    return cast(zstandard.ZstdDecompressor, dec)
+_ZSTD = _ZstdContexts()
 
 
 class ValueCodec:
@@ -247,7 +276,7 @@ class ValueCodec:
     def pack_value(self, type_: str, data: bytes, aad: bytes) -> tuple[str, bytes]:
         """Compress (when that pays) and seal serialised bytes for storage."""
         if len(data) >= self.compress_min_bytes and "+" not in type_:
-            packed = _compressor().compress(data)
+            packed = _ZSTD.compress(data)
             if len(packed) < len(data):
                 type_, data = type_ + COMPRESS_SUFFIX, packed
         sealer = as_sealer(self.serde)
@@ -262,5 +291,5 @@ class ValueCodec:
             type_, data = unseal_value(sealer, type_, data, aad)
         if type_.endswith(COMPRESS_SUFFIX) and data is not None:
             type_ = type_[: -len(COMPRESS_SUFFIX)]
-            data = _decompressor().decompress(data)
+            data = _ZSTD.decompress(data)
         return type_, data  # type: ignore[return-value]

@@ -1,4 +1,5 @@
-"""LangGraph's own checkpointer conformance suite, all eight capabilities, on every variant.
+"""LangGraph's own checkpointer conformance suite, all eight capabilities, on every variant,
+with the default cache budget and with nothing cached.
 
 The suite drives savers through their async methods. `AsyncPostgresSaver` is
 validated as is; `PostgresSaver` through `ThreadedSaver`, which runs each sync
@@ -9,14 +10,19 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+import pytest
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.capabilities import ALL_CAPABILITIES
 from support.savers import ThreadedSaver
 
 from pgcheckpoint import AsyncPostgresSaver, PostgresSaver
+from pgcheckpoint.caches import DEFAULT_CACHE_BYTES
 
 
+@pytest.mark.parametrize(
+    "cache_bytes", [DEFAULT_CACHE_BYTES, 0], ids=["default-budget", "nothing-cached"]
+)
 async def test_conformance_all_capabilities(saver: PostgresSaver | AsyncPostgresSaver) -> None:
     subject: BaseCheckpointSaver[str] = (
         saver if isinstance(saver, AsyncPostgresSaver) else ThreadedSaver(saver)

@@ -11,6 +11,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from support.ops import drive
 
 from pgcheckpoint import DecryptionError, EncryptedSerde, InvalidInputError
+from pgcheckpoint.caches import MISSING
 from pgcheckpoint.core import SaverCore
 from pgcheckpoint.crypto import cipher_label, parse_keys
 from pgcheckpoint.maintenance.rotation import not_active, rotate_page_op, value_counts_op
@@ -420,11 +421,14 @@ def test_strict_msgpack_allowlists_reach_the_inner_serializer() -> None:
 
 def test_one_widened_copy_per_allowlist_with_its_own_decoded_values() -> None:
     core = SaverCore(serde=JsonPlusSerializer(allowed_msgpack_modules=[("my.module", "Other")]))
-    core.seed_cache[("t", "", "m", "d")] = ["decoded by the narrower serializer"]
+    assert core.seed_cache.keep(("t", "", "m", "d"), ["decoded by the narrower serializer"])
     clone = core.with_allowlist([("my.module", "Thing")])
     assert clone is not core
     assert core.with_allowlist([("my.module", "Thing")]) is clone  # LangGraph asks every run
     assert core.with_allowlist([("my.module", "Another")]) is not clone
     # what a serializer decodes depends on its allowlist; stored bytes do not
-    assert len(clone.seed_cache) == 0 and clone.write_cache is not core.write_cache
+    assert clone.seed_cache.lookup(("t", "", "m", "d")) is MISSING
+    assert clone.write_cache.kind != core.write_cache.kind
     assert clone.append_cache is core.append_cache
+    # one memory budget for the saver and its copies
+    assert clone.caches is core.caches

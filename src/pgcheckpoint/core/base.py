@@ -9,6 +9,7 @@ Example:
 from __future__ import annotations
 
 import copy
+import itertools
 import os
 import random
 from collections.abc import Collection, Mapping, Sequence
@@ -18,7 +19,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ..appends import AppendCache, join_arrays
-from ..caches import DecodedCache
+from ..caches import DEFAULT_CACHE_BYTES, CacheBudget, DecodedCache
 from ..validate import STRUCTURAL_KEYS, json_projection
 from ..values import Sealer, ValueCodec, binding
 
@@ -27,6 +28,10 @@ __all__ = ["CoreBase"]
 
 def _env_flag(name: str, default: str) -> bool:
     return os.environ.get(name, default).lower() not in ("0", "false", "off", "no")
+
+
+# Tells apart, in a shared budget, the values each serializer decoded.
+_DECODERS = itertools.count()
 
 
 class CoreBase(BaseCheckpointSaver[str], ValueCodec):
@@ -43,24 +48,28 @@ class CoreBase(BaseCheckpointSaver[str], ValueCodec):
     # a full copy at least every `full_value_every` versions.
     append_deltas: bool = _env_flag("PGCHECKPOINT_APPEND_DELTAS", "1")
     full_value_every: int = 32
-    # DeltaChannel seeds kept decoded (see `DeltaHistory.load_seed`).
-    seed_cache_size: int = 64
-    # Writes on DeltaChannel paths kept decoded (see `DeltaHistory.load_delta_write`).
-    write_cache_size: int = 4096
 
-    def __init__(self, *, serde: SerializerProtocol | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        serde: SerializerProtocol | None = None,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
+    ) -> None:
         super().__init__(serde=serde)
+        # everything below, within one budget of memory
+        self.caches = CacheBudget(cache_bytes)
         # what this saver last stored or read of each list channel (for deltas)
-        self.append_cache = AppendCache()
+        self.append_cache = AppendCache(self.caches)
         self._own_caches()
         # the copies `with_allowlist` made, one per allowlist
         self.allowlist_clones: dict[frozenset[tuple[str, ...]], CoreBase] = {}
 
     def _own_caches(self) -> None:
+        decoder = next(_DECODERS)
         # decoded DeltaChannel seeds by (thread, namespace, channel, digest)
-        self.seed_cache = DecodedCache(self.seed_cache_size)
+        self.seed_cache = DecodedCache(self.caches, f"seed{decoder}")
         # decoded DeltaChannel writes by row and digest of the bytes
-        self.write_cache = DecodedCache(self.write_cache_size)
+        self.write_cache = DecodedCache(self.caches, f"write{decoder}")
 
     def load_blob(self, key: tuple[str, str, str], pieces: Sequence[tuple[str, str, bytes]]) -> Any:
         """Rebuild a channel value from its stored pieces (version, type, bytes).
@@ -111,9 +120,9 @@ class CoreBase(BaseCheckpointSaver[str], ValueCodec):
         LangGraph only knows how to widen its own serializers; an encrypting one
         widens its inner serializer through `with_msgpack_allowlist`. LangGraph
         asks at every run in strict mode, so one copy is kept per allowlist.
-        The copy shares this saver's connection, lock and stored-list cache, and
-        keeps its own decoded DeltaChannel values: what a serializer decodes
-        depends on its allowlist.
+        The copy shares this saver's connection, lock, cache budget and
+        stored-list cache, and keeps its own decoded DeltaChannel values (in the
+        same budget): what a serializer decodes depends on its allowlist.
 
         Example:
             >>> saver.with_allowlist([("myapp", "Thing")]) is saver  # doctest: +SKIP

@@ -129,9 +129,12 @@ class DeltaHistory(Reads):
 
         A snapshot is read again at every step until the next one, and decoding
         it is most of the cost of rebuilding the channel. Stored values never
-        change, so the decoded list is kept (a bounded LRU) and each caller gets
-        a fresh list of copies of its items (their dicts and lists copied too).
+        change, so the decoded list is kept (within the saver's `cache_bytes`)
+        and each caller gets a fresh list of copies of its items (their dicts
+        and lists copied too).
         """
+        if not self.caches.max_bytes:
+            return self.load_blob(key, pieces)
         # Keyed by the stored bytes, not the version: a deleted thread written
         # again may reuse version strings, and its values must not be confused.
         cache_key = seed_key(key, pieces)
@@ -140,9 +143,8 @@ class DeltaHistory(Reads):
         if cached is MISSING:
             cached = self.load_blob(key, pieces)
             items = cached.value if isinstance(cached, _DeltaSnapshot) else cached
-            if not isinstance(items, list):
+            if not isinstance(items, list) or not self.seed_cache.keep(cache_key, cached):
                 return cached
-            self.seed_cache.keep(cache_key, cached)
         # the cached items outlive this call: what a caller edits, even inside
         # a message, must not reach them
         if isinstance(cached, _DeltaSnapshot):
@@ -155,17 +157,20 @@ class DeltaHistory(Reads):
         Rebuilding a channel replays every write since its snapshot, and the
         next rebuild of the same thread (the next turn, `get_state`) replays
         most of them again. Values that `copy_items` can copy whole (messages,
-        lists, dicts, plain values), stored in at most 64 KiB, are kept in a
-        bounded LRU keyed by the row and a digest of its bytes; each caller
-        gets its own copy.
+        lists, dicts, plain values), stored in at most 64 KiB, are kept within
+        the saver's `cache_bytes`, keyed by the row and a digest of its bytes;
+        each caller gets its own copy.
         """
-        cache_key = write_key(thread_id, ns, row)
+        cache_key = write_key(thread_id, ns, row) if self.caches.max_bytes else None
         cached = MISSING if cache_key is None else self.write_cache.lookup(cache_key)
         note_cache("write", hit=cached is not MISSING)
         if cached is MISSING:
             aad = binding("write", thread_id, ns, row["checkpoint_id"], row["task_id"], row["idx"])
             cached = self.load_value(row["type"], row["blob"], aad)
-            if cache_key is None or not copies_whole(cached):
+            if (
+                cache_key is None
+                or not copies_whole(cached)
+                or not self.write_cache.keep(cache_key, cached)
+            ):
                 return cached
-            self.write_cache.keep(cache_key, cached)
         return copy_containers(cached)
