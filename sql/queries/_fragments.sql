@@ -14,6 +14,22 @@
 -- This file holds the pieces that statements of several files share; a piece
 -- of one file's statements stands at the top of that file.
 
+-- fragment: sealed_columns
+-- With `sealed` (the saver encrypts), the columns of checkpoint `c` that a read
+-- compares with its sealed record (pgcheckpoint.integrity): the parent it was
+-- sealed with, the channels kept inline, the readable metadata, and, when the
+-- parent column is cleared, whether the sealed parent still exists (a delete
+-- clears it; someone without the key must not). NULL when not sealed, so
+-- plain savers read nothing more.
+c.sealed_parent_id,
+CASE WHEN %(sealed)s THEN c.inline_channels END AS sealed_inline_channels,
+CASE WHEN %(sealed)s THEN c.metadata END AS sealed_metadata,
+CASE WHEN %(sealed)s AND c.parent_checkpoint_id IS NULL AND c.sealed_parent_id <> '' THEN
+    EXISTS (SELECT FROM {schema}.pgc_checkpoints x
+            WHERE x.thread_id = c.thread_id AND x.checkpoint_ns = c.checkpoint_ns
+              AND x.checkpoint_id = c.sealed_parent_id)
+END AS sealed_parent_exists
+
 -- fragment: writes_order
 -- The order of writes `w` that LangGraph's `writes_sort_key` gives: task_path,
 -- task_id, idx. COLLATE "C" is code-point order, as Python compares strings;

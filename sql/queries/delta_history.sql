@@ -76,3 +76,34 @@ SELECT 'i', h.depth, h.checkpoint_id, NULL, NULL, NULL, NULL, NULL, NULL,
        h.type, h.checkpoint, h.found
 FROM holders h
 WHERE h.found && h.inline_channels
+UNION ALL
+-- With `sealed` (encryption on), each checkpoint of the walk ('a'), for the
+-- client to check the walk against what their sealed records say
+-- (DeltaHistory.check_walk_op): the columns the walk went by, in columns of
+-- other names (`version` parent_checkpoint_id, `base_version` sealed_parent_id,
+-- `task_path` channel_versions, `task_id` inline_channels, as JSON), and in
+-- `blob` the nonce and tag of its record, which name the record's checked
+-- structure in the client's cache. (The statement must stay under the 4 KiB
+-- whose parsing psycopg caches.)
+SELECT 'a', w.depth, w.checkpoint_id, NULL, w.parent_checkpoint_id, p.sealed_parent_id,
+       p.channel_versions::text, to_jsonb(p.inline_channels)::text, NULL, p.type,
+       substr(p.checkpoint, 1, 12) || substr(p.checkpoint, length(p.checkpoint) - 15), w.found
+FROM walk w
+CROSS JOIN LATERAL (
+    SELECT * FROM {schema}.pgc_checkpoints p
+    WHERE p.thread_id = %(thread_id)s AND p.checkpoint_ns = %(checkpoint_ns)s
+      AND p.checkpoint_id = w.checkpoint_id
+    LIMIT 1
+) p
+WHERE %(sealed)s
+
+-- name: sealed_records
+-- retry: safe
+-- The sealed records of some checkpoints of one namespace, for the client to
+-- check what they say about their rows (DeltaHistory.check_walk_op); a
+-- checkpoint that does not exist is left out.
+SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.type, c.checkpoint
+FROM unnest(%(checkpoint_ids)s::text[]) AS k(checkpoint_id)
+JOIN {schema}.pgc_checkpoints c
+  ON c.thread_id = %(thread_id)s AND c.checkpoint_ns = %(checkpoint_ns)s
+ AND c.checkpoint_id = k.checkpoint_id

@@ -2,10 +2,13 @@
 
 -- fragment: listed_columns
 -- A `list` row: a checkpoint row `c` and its pending writes `wr`; `listed_values`
--- fetches the stored values of a whole page at once.
+-- fetches the stored values of a whole page at once. With `sealed` (encryption
+-- on), also what the read checks against the sealed record (`sealed_columns`).
 c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
 c.type, c.checkpoint, c.channel_versions, c.metadata_type, c.metadata_blob,
-wr.write_task_ids, wr.write_idxs, wr.write_channels, wr.write_types, wr.write_values
+wr.write_task_ids, wr.write_idxs, wr.write_channels, wr.write_types, wr.write_values,
+CASE WHEN %(sealed)s THEN wr.write_task_paths END AS write_task_paths,
+{sealed_columns}
 
 -- fragment: tuple_columns
 -- The columns `SaverCore.load_tuple` decodes: a `list` row's and the stored values `bl`.

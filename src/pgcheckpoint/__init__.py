@@ -19,6 +19,7 @@ from .errors import (
     PoolTimeoutError,
     SchemaOutOfDateError,
     ThreadBusyError,
+    UnreadableValueError,
     UnserializableValueError,
 )
 from .maintenance.rotation import rotate_key
@@ -35,6 +36,7 @@ __all__ = [
     "PostgresSaver",
     "SchemaOutOfDateError",
     "ThreadBusyError",
+    "UnreadableValueError",
     "UnserializableValueError",
     "rotate_key",
 ]

@@ -83,6 +83,8 @@ def listed_row(put: Stmt, writes: Sequence[Stmt] = ()) -> Row:
         )
     )
     columns = ("write_task_ids", "write_idxs", "write_channels", "write_types", "write_values")
+    # the columns `sealed_columns` adds when the saver encrypts (it seals its rows)
+    sealed = p["sealed_parent_id"] is not None
     return {
         "thread_id": p["thread_id"],
         "checkpoint_ns": p["checkpoint_ns"],
@@ -98,6 +100,11 @@ def listed_row(put: Stmt, writes: Sequence[Stmt] = ()) -> Row:
             column: [w[i] for w in saved] or None
             for column, i in zip(columns, (1, 2, 3, 4, 5), strict=True)
         },
+        "write_task_paths": ([w[0] for w in saved] or None) if sealed else None,
+        "sealed_parent_id": p["sealed_parent_id"],
+        "sealed_inline_channels": list(p["inline_channels"]) if sealed else None,
+        "sealed_metadata": p["metadata"].obj if sealed else None,
+        "sealed_parent_exists": None,
     }
 
 
@@ -156,12 +163,15 @@ def test_get_tuple_reads_the_latest_or_the_named_checkpoint() -> None:
     core = SaverCore()
     sent, found = drive(core.get_tuple_op(generate_config("t", checkpoint_ns="ns")), [[]])
     assert [(s.name, dict(s.params)) for s in sent] == [
-        ("get_latest_checkpoint", {"thread_id": "t", "checkpoint_ns": "ns"})
+        ("get_latest_checkpoint", {"thread_id": "t", "checkpoint_ns": "ns", "sealed": False})
     ]
     assert found is None
     sent, found = drive(core.get_tuple_op(generate_config("t", checkpoint_id="c9")), [[]])
     assert [(s.name, dict(s.params)) for s in sent] == [
-        ("get_checkpoint_by_id", {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": "c9"})
+        (
+            "get_checkpoint_by_id",
+            {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": "c9", "sealed": False},
+        )
     ]
     assert found is None
 
@@ -258,6 +268,7 @@ def test_list_of_one_thread_reads_a_page_then_its_values_once() -> None:
         "before": None,
         "filter": None,
         "limit": 5,
+        "sealed": False,
     }
     keys = sent[1].params
     assert (list(keys["thread_ids"]), list(keys["checkpoint_nss"])) == (["t", "t"], ["", ""])

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import os
 import random
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, cast
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -19,8 +19,20 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ..appends import AppendCache, join_arrays
 from ..caches import DecodedCache
+from ..crypto import cipher_label
+from ..errors import DecryptionError
+from ..integrity import (
+    Structure,
+    check_chain,
+    check_checkpoint_columns,
+    check_projection,
+    projection_keys,
+    seal_id,
+    take_structure,
+)
+from ..ops import Row, row_key
 from ..validate import STRUCTURAL_KEYS, json_projection
-from ..values import Sealer, ValueCodec, binding
+from ..values import FORMAT_2, Sealer, ValueCodec, as_sealer, binding, describe_binding
 
 __all__ = ["CoreBase"]
 
@@ -47,6 +59,8 @@ class CoreBase(BaseCheckpointSaver[str], ValueCodec):
     seed_cache_size: int = 64
     # Writes on DeltaChannel paths kept decoded (see `DeltaHistory.load_delta_write`).
     write_cache_size: int = 4096
+    # Checked structures of sealed checkpoints (see `CoreBase.open_record`).
+    structure_cache_size: int = 4096
 
     def __init__(self, *, serde: SerializerProtocol | None = None) -> None:
         super().__init__(serde=serde)
@@ -61,18 +75,40 @@ class CoreBase(BaseCheckpointSaver[str], ValueCodec):
         self.seed_cache = DecodedCache(self.seed_cache_size)
         # decoded DeltaChannel writes by row and digest of the bytes
         self.write_cache = DecodedCache(self.write_cache_size)
+        # what sealed checkpoint records say about their rows, by row and seal
+        self.structure_cache = DecodedCache(self.structure_cache_size)
 
-    def load_blob(self, key: tuple[str, str, str], pieces: Sequence[tuple[str, str, bytes]]) -> Any:
-        """Rebuild a channel value from its stored pieces (version, type, bytes).
+    def sealed_format(self, type_: str | None) -> int | None:
+        """The row format a stored type was sealed in, None when this saver does not seal it.
+
+        Example:
+            >>> CoreBase().sealed_format("msgpack") is None
+            True
+        """
+        sealer = as_sealer(self.serde)
+        if sealer is None or type_ is None or cipher_label(type_).startswith("("):
+            return None
+        return sealer.row_format(type_)
+
+    def load_blob(
+        self, key: tuple[str, str, str], pieces: Sequence[tuple[str, str, bytes, str | None]]
+    ) -> Any:
+        """Rebuild a channel value from its stored pieces (version, type, bytes, base).
 
         One piece is a whole value; more are a full list followed by the deltas
         on top of it, oldest first. Lists are remembered for the next delta.
         """
         thread_id, ns, channel = key
         raws = [
-            self.unpack_value(type_, data, binding("blob", thread_id, ns, channel, version))
-            for version, type_, data in pieces
+            self.unpack_value(
+                type_, data, binding("blob", thread_id, ns, channel, version), (base,)
+            )
+            for version, type_, data, base in pieces
         ]
+        if as_sealer(self.serde) is not None:
+            aad = binding("blob", thread_id, ns, channel, pieces[-1][0])
+            label = cipher_label(pieces[-1][1])
+            check_chain(describe_binding(aad), label, [(p[0], p[3]) for p in pieces])
         if len(raws) == 1:
             type_, data = raws[0]
         else:
@@ -85,7 +121,65 @@ class CoreBase(BaseCheckpointSaver[str], ValueCodec):
                 chain=len(raws) - 1,
                 chain_bytes=len(data) - len(raws[0][1]) if len(raws) > 1 else 0,
             )
-        return self.inner_serde.loads_typed((type_, data))
+        return self.decode(type_, data, binding("blob", thread_id, ns, channel, pieces[-1][0]))
+
+    def open_record(
+        self, row: Row, stored: Iterable[str] | None = None
+    ) -> tuple[dict[str, Any], str | None]:
+        """Decode a checkpoint row's record; return it and the parent a read returns.
+
+        A record sealed in row format 2 holds its row's structure: the row's
+        columns are checked against it (`pgcheckpoint.integrity`), and
+        `stored`, the channels the read found a stored value for, when given.
+        The record comes back without the structure, with its channel versions.
+
+        Raises:
+            DecryptionError: The record, or a column of its row, was altered.
+        """
+        thread_id, ns, checkpoint_id = row_key(row)
+        aad = binding("checkpoint", thread_id, ns, checkpoint_id)
+        record = self.load_value(row["type"], row["checkpoint"], aad)
+        parent: str | None = row["parent_checkpoint_id"]
+        if self.sealed_format(row["type"]) != FORMAT_2:
+            return record, parent
+        label = cipher_label(row["type"])
+        structure = take_structure(record)
+        if structure is None:
+            raise DecryptionError(
+                f"{describe_binding(aad)} (table pgc_checkpoints, key {label!r}) has no "
+                "structure in its sealed record, which every record pgcheckpoint seals "
+                "has; it was written by another program: restore it from a backup"
+            )
+        parent = check_checkpoint_columns(describe_binding(aad), label, structure, row, stored)
+        self.structure_cache.keep(self.structure_key(row), structure)
+        return record, parent
+
+    def structure_key(self, row: Row) -> tuple[str, ...]:
+        """The key of a sealed checkpoint's structure in `structure_cache`: row and seal."""
+        return (*row_key(row), row["type"], seal_id(row["checkpoint"]).hex())
+
+    def cached_structure(self, row: Row) -> Structure | None:
+        """The structure of a sealed checkpoint this saver checked before, or None."""
+        found = self.structure_cache.lookup(self.structure_key(row))
+        return found if isinstance(found, Structure) else None
+
+    def open_metadata(self, row: Row) -> Any:
+        """Decode a checkpoint row's metadata, checking its readable column (format 2).
+
+        Raises:
+            DecryptionError: The metadata, or its readable column, was altered.
+        """
+        thread_id, ns, checkpoint_id = row_key(row)
+        aad = binding("metadata", thread_id, ns, checkpoint_id)
+        if self.sealed_format(row["metadata_type"]) != FORMAT_2:
+            return self.load_value(row["metadata_type"], row["metadata_blob"], aad)
+        projection = row.get("sealed_metadata")
+        metadata = self.load_value(
+            row["metadata_type"], row["metadata_blob"], aad, (projection_keys(projection),)
+        )
+        label = cipher_label(row["metadata_type"])
+        check_projection(describe_binding(aad), label, metadata, projection)
+        return metadata
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         """The next channel version: a zero-padded counter and a random tail.

@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,10 +29,13 @@ from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from ..arrays import TextArray
 from ..caches import MISSING, seed_key, write_key
+from ..crypto import cipher_label
+from ..errors import DecryptionError
 from ..fastcopy import copies_whole, copy_containers, copy_items
-from ..ops import MAX_CHAIN_DEPTH, Op, Row, Stmt
+from ..integrity import Structure, check_checkpoint_columns, take_structure
+from ..ops import MAX_CHAIN_DEPTH, Op, Row, Stmt, row_key
 from ..validate import check_id, thread_of
-from ..values import binding
+from ..values import FORMAT_2, as_sealer, binding, describe_binding
 from .reads import Reads
 
 __all__ = ["DeltaHistory"]
@@ -60,6 +64,7 @@ class DeltaHistory(Reads):
             if latest is None:
                 return {ch: {"writes": []} for ch in channels}
             checkpoint_id = latest.config["configurable"]["checkpoint_id"]
+        sealed = as_sealer(self.serde) is not None
         rows = yield Stmt(
             "delta_channel_history",
             params={
@@ -68,10 +73,108 @@ class DeltaHistory(Reads):
                 "checkpoint_id": check_id("checkpoint_id", checkpoint_id),
                 "channels": TextArray(channels),
                 "max_depth": MAX_CHAIN_DEPTH,
+                "sealed": sealed,
             },
             fetch=True,
         )
+        if sealed:
+            yield from self.check_walk_op(thread_id, checkpoint_ns, channels, rows)
         return self.assemble_delta_history(thread_id, checkpoint_ns, channels, rows)
+
+    def check_walk_op(
+        self, thread_id: str, ns: str, channels: Sequence[str], rows: Sequence[Row]
+    ) -> Op[None]:
+        """Check the walk of `delta_channel_history` against the sealed records it passed.
+
+        At each checkpoint of the walk, the parent it went on to and the
+        channels it found a value for must be what the checkpoint's sealed
+        record says (rows sealed in row format 2; others cannot tell). The
+        structures come from `structure_cache` (keyed by each record's nonce and
+        tag, which the statement sends instead of the record); records this
+        saver has not checked yet are read in one more statement. A seed's
+        version is checked against its holder's structure in `check_seed`.
+
+        Raises:
+            DecryptionError: A column the walk relied on differs from the sealed record.
+        """
+        walked = sorted((r for r in rows if r["kind"] == "a"), key=lambda r: r["depth"])
+        for row in walked:
+            row.update(
+                thread_id=thread_id,
+                checkpoint_ns=ns,
+                checkpoint=row["blob"],
+                parent_checkpoint_id=row["version"],
+                sealed_parent_id=row["base_version"],
+                channel_versions=json.loads(row["task_path"]),
+                sealed_inline_channels=json.loads(row["task_id"]),
+            )
+        sealed = [r for r in walked if self.sealed_format(r["type"]) == FORMAT_2]
+        missing = [r["checkpoint_id"] for r in sealed if self.cached_structure(r) is None]
+        # a cleared parent column is a deleted parent only if no checkpoint has its id
+        cleared = [
+            r["sealed_parent_id"]
+            for r in sealed
+            if r["parent_checkpoint_id"] is None and r["sealed_parent_id"]
+        ]
+        found: set[str] = set()
+        if missing or cleared:
+            records = yield Stmt(
+                "sealed_records",
+                {
+                    "thread_id": thread_id,
+                    "checkpoint_ns": ns,
+                    "checkpoint_ids": sorted(set(missing) | set(cleared)),
+                },
+                fetch=True,
+            )
+            for record_row in records:
+                found.add(record_row["checkpoint_id"])
+                if (
+                    record_row["checkpoint_id"] in missing
+                    and self.sealed_format(record_row["type"]) == FORMAT_2
+                ):
+                    self.open_record_structure(record_row)
+        walking = set(channels)
+        checked = {id(r) for r in sealed}
+        for row in walked:
+            row["sealed_parent_exists"] = row["sealed_parent_id"] in found
+            structure = self.cached_structure(row) if id(row) in checked else None
+            if structure is None:
+                # format 1, or rewritten between the two statements: nothing to check
+                walking -= set(row["found"] or ()) if row["depth"] > 0 else set()
+                continue
+            aad = binding("checkpoint", thread_id, ns, row["checkpoint_id"])
+            where, label = describe_binding(aad), cipher_label(row["type"])
+            # the walk went by these columns: they are the sealed ones, or it fails
+            check_checkpoint_columns(where, label, structure, row, None)
+            if row["depth"] > 0:
+                here = set(row["found"] or ())
+                # a value the record holds (inline, or stored with it) must be found
+                absent = {ch for ch in walking if ch in structure.inline | structure.stored}
+                absent -= here
+                if absent:
+                    raise DecryptionError(
+                        f"{where} (table pgc_blobs, key {label!r}) was altered: the stored "
+                        f"values of channels {sorted(absent)!r} at this checkpoint are "
+                        "missing or marked empty; restore the rows from a backup, or "
+                        "delete the thread"
+                    )
+                walking -= here
+            row["structure"] = structure
+
+    def open_record_structure(self, row: Row) -> Structure:
+        """Decode a sealed checkpoint record and keep its structure in `structure_cache`."""
+        aad = binding("checkpoint", *row_key(row))
+        record = self.load_value(row["type"], row["checkpoint"], aad)
+        structure = take_structure(record)
+        if structure is None:
+            raise DecryptionError(
+                f"{describe_binding(aad)} (table pgc_checkpoints, key "
+                f"{cipher_label(row['type'])!r}) has no structure in its sealed record, which "
+                "every record pgcheckpoint seals has; restore it from a backup"
+            )
+        self.structure_cache.keep(self.structure_key(row), structure)
+        return structure
 
     def assemble_delta_history(
         self, thread_id: str, ns: str, channels: Sequence[str], rows: Sequence[Row]
@@ -97,17 +200,30 @@ class DeltaHistory(Reads):
                 seed_pieces.setdefault(row["channel"], []).append(row)
             elif kind == "i":
                 inline_rows.append(row)
+        holders = {r["depth"]: r.get("structure") for r in rows if r["kind"] == "a"}
         for channel, chain in seed_pieces.items():
             # Piece 0 is the seed itself; the highest piece is the full value.
             chain.sort(key=lambda r: -r["idx"])
+            structure = holders.get(chain[-1]["depth"])
+            if structure is not None and structure.versions.get(channel) != chain[-1]["version"]:
+                aad = binding("checkpoint", thread_id, ns, chain[-1]["checkpoint_id"])
+                raise DecryptionError(
+                    f"{describe_binding(aad)} (table pgc_checkpoints, key "
+                    f"{cipher_label(chain[-1]['type'])!r}) was altered: column "
+                    f"channel_versions names version {chain[-1]['version']!r} of channel "
+                    f"{channel!r}, its sealed record {structure.versions.get(channel)!r}; "
+                    "restore the row from a backup, or delete the thread"
+                )
             if chain[-1]["type"] != "empty":
                 seeds[channel] = self.load_seed(
                     (thread_id, ns, channel),
-                    [(r["version"], r["type"], r["blob"]) for r in chain],
+                    [(r["version"], r["type"], r["blob"], r["base_version"]) for r in chain],
                 )
         for row in inline_rows:
             aad = binding("checkpoint", thread_id, ns, row["checkpoint_id"])
-            values = self.load_value(row["type"], row["blob"], aad)["channel_values"]
+            record = self.load_value(row["type"], row["blob"], aad)
+            take_structure(record)
+            values = record["channel_values"]
             for ch in row["found"]:
                 if ch not in seeds and ch in values:
                     seeds[ch] = values[ch]
@@ -122,7 +238,7 @@ class DeltaHistory(Reads):
         return result
 
     def load_seed(
-        self, key: tuple[str, str, str], pieces: Sequence[tuple[str, str, bytes]]
+        self, key: tuple[str, str, str], pieces: Sequence[tuple[str, str, bytes, str | None]]
     ) -> Any:
         """A DeltaChannel seed, decoded once per process while it stays the seed.
 
@@ -161,7 +277,9 @@ class DeltaHistory(Reads):
         cached = MISSING if cache_key is None else self.write_cache.lookup(cache_key)
         if cached is MISSING:
             aad = binding("write", thread_id, ns, row["checkpoint_id"], row["task_id"], row["idx"])
-            cached = self.load_value(row["type"], row["blob"], aad)
+            cached = self.load_value(
+                row["type"], row["blob"], aad, (row["channel"], row["task_path"])
+            )
             if cache_key is None or not copies_whole(cached):
                 return cached
             self.write_cache.keep(cache_key, cached)

@@ -21,8 +21,10 @@ from langgraph.checkpoint.base import (
 from psycopg.types.json import Jsonb
 
 from ..appends import array_header
+from ..crypto import cipher_label
 from ..errors import InvalidInputError
 from ..fastcopy import copy_items
+from ..integrity import check_chain
 from ..ops import MAX_CHAIN_DEPTH, Op, Row, Stmt, checkpoint_keys, row_key
 from ..validate import (
     STRUCTURAL_KEYS,
@@ -32,7 +34,7 @@ from ..validate import (
     metadata_matches,
     thread_of,
 )
-from ..values import binding
+from ..values import as_sealer, binding, describe_binding
 from .base import CoreBase
 
 __all__ = ["ListingMemo", "Reads"]
@@ -51,7 +53,11 @@ class Reads(CoreBase):
         """Load the checkpoint a config names, or the thread's latest."""
         thread_id, checkpoint_ns = thread_of(config)
         checkpoint_id = get_checkpoint_id(config)
-        params = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
+        params = {
+            "thread_id": thread_id,
+            "checkpoint_ns": checkpoint_ns,
+            "sealed": as_sealer(self.serde) is not None,
+        }
         if checkpoint_id:
             params["checkpoint_id"] = check_id("checkpoint_id", checkpoint_id)
             rows = yield Stmt("get_checkpoint_by_id", params, fetch=True)
@@ -70,7 +76,9 @@ class Reads(CoreBase):
         """Select the rows `list` yields, newest first.
 
         Returns the rows and, when the filter could not be expressed exactly in
-        JSONB, the filter to re-check on each decoded tuple.
+        JSONB, the filter to re-check on each decoded tuple. With encryption on,
+        a filter is checked here against each row's sealed metadata, and pages
+        grow until `limit` rows match (`sealed_matches_op`).
         """
         conf = configurable(config)
         thread_id = conf.get("thread_id")
@@ -101,14 +109,55 @@ class Reads(CoreBase):
             "before": None if before_id is None else check_id("checkpoint_id", before_id),
             "filter": None if projection is None else Jsonb(projection),
             "limit": None if lossy else limit,
+            "sealed": as_sealer(self.serde) is not None,
         }
         one_thread = params["thread_id"] is not None and params["checkpoint_ns"] is not None
-        rows = yield Stmt(
+        stmt = Stmt(
             "list_thread_checkpoints" if one_thread else "list_checkpoints", params, fetch=True
         )
+        rows = yield stmt
         if rows:
             rows = yield from self.listed_values_op(rows)
+        if filter and params["sealed"]:
+            rows = yield from self.sealed_matches_op(stmt, rows, filter, lossy, limit)
+            return rows, None
         return rows, (filter if lossy else None)
+
+    def sealed_matches_op(
+        self,
+        stmt: Stmt,
+        rows: list[Row],
+        filter: Mapping[str, Any],
+        lossy: bool,
+        limit: int | None,
+    ) -> Op[list[Row]]:
+        """The listed rows whose sealed metadata matches `filter`, up to `limit` of them.
+
+        The readable metadata column chose the rows; each row's metadata is
+        decrypted (and that column checked against it, for rows sealed in row
+        format 2), and a row whose metadata does not match is left out. When
+        that leaves fewer than `limit`, the page is read again, twice as long.
+        """
+        wanted = json_projection(dict(filter))[0]
+        while True:
+            matched = []
+            for row in rows:
+                metadata = row["_metadata"] = self.open_metadata(row)
+                if lossy:
+                    ok = metadata_matches(metadata, filter)
+                else:
+                    ok = metadata_matches(json_projection(metadata)[0], wanted)
+                if ok:
+                    matched.append(row)
+                    if limit is not None and len(matched) >= limit:
+                        return matched
+            page = stmt.params["limit"]
+            if page is None or len(rows) < page:
+                return matched
+            stmt = Stmt(stmt.name, {**stmt.params, "limit": page * 2}, fetch=True)
+            rows = yield stmt
+            if rows:
+                rows = yield from self.listed_values_op(rows)
 
     def listed_values_op(self, rows: list[Row]) -> Op[list[Row]]:
         """Give listed rows their stored values, fetched once for the page.
@@ -168,51 +217,50 @@ class Reads(CoreBase):
         `memo` lets the rows of one `list` call share the decoding of list pieces.
         """
         thread_id, ns, checkpoint_id = row_key(row)
-        record = self.load_value(
-            row["type"], row["checkpoint"], binding("checkpoint", thread_id, ns, checkpoint_id)
-        )
-        values = dict(record.get("channel_values") or {})
         # Pieces come grouped by channel, a delta's bases first (see the fragment).
-        pieces: dict[str, list[tuple[str, str, bytes]]] = {}
-        for channel, version, type_, data in zip(
+        pieces: dict[str, list[tuple[str, str, bytes, str | None]]] = {}
+        for channel, version, base, type_, data in zip(
             row["blob_channels"] or (),
             row["blob_versions"] or (),
+            row["blob_bases"] or (),
             row["blob_types"] or (),
             row["blob_values"] or (),
             strict=True,
         ):
-            pieces.setdefault(channel, []).append((version, type_, data))
-        for channel, chain in pieces.items():
-            if chain[-1][1] == "empty":
-                continue
+            pieces.setdefault(channel, []).append((version, type_, data, base))
+        stored = [ch for ch, chain in pieces.items() if chain[-1][1] != "empty"]
+        record, parent = self.open_record(row, stored)
+        values = dict(record.get("channel_values") or {})
+        for channel in stored:
+            chain = pieces[channel]
             key = (thread_id, ns, channel)
             items = None if memo is None else self.load_list_pieces(key, chain, memo)
             values[channel] = self.load_blob(key, chain) if items is None else items
         record["channel_values"] = values
         record["channel_versions"] = dict(row["channel_versions"] or {})
+        task_ids = row["write_task_ids"] or ()
         pending = [
             (
                 task_id,
                 channel,
                 self.load_value(
-                    type_, data, binding("write", thread_id, ns, checkpoint_id, task_id, idx)
+                    type_,
+                    data,
+                    binding("write", thread_id, ns, checkpoint_id, task_id, idx),
+                    (channel, path),
                 ),
             )
-            for task_id, idx, channel, type_, data in zip(
-                row["write_task_ids"] or (),
+            for task_id, idx, channel, path, type_, data in zip(
+                task_ids,
                 row["write_idxs"] or (),
                 row["write_channels"] or (),
+                row.get("write_task_paths") or [None] * len(task_ids),
                 row["write_types"] or (),
                 row["write_values"] or (),
                 strict=True,
             )
         ]
-        metadata = self.load_value(
-            row["metadata_type"],
-            row["metadata_blob"],
-            binding("metadata", thread_id, ns, checkpoint_id),
-        )
-        parent = row["parent_checkpoint_id"]
+        metadata = row["_metadata"] if "_metadata" in row else self.open_metadata(row)
         return CheckpointTuple(
             config={
                 "configurable": {
@@ -238,7 +286,7 @@ class Reads(CoreBase):
     def load_list_pieces(
         self,
         key: tuple[str, str, str],
-        pieces: Sequence[tuple[str, str, bytes]],
+        pieces: Sequence[tuple[str, str, bytes, str | None]],
         memo: ListingMemo,
     ) -> list[Any] | None:
         """The items of a stored list, each piece decoded once per memo; None if not a list.
@@ -247,16 +295,20 @@ class Reads(CoreBase):
         last checkpoint to use a piece, so no two returned values share an item.
         """
         thread_id, ns, channel = key
+        if as_sealer(self.serde) is not None:
+            aad = binding("blob", thread_id, ns, channel, pieces[-1][0])
+            label = cipher_label(pieces[-1][1])
+            check_chain(describe_binding(aad), label, [(p[0], p[3]) for p in pieces])
         decoded_pieces: list[tuple[tuple[str, str, str, str], list[Any]]] = []
-        for version, type_, data in pieces:
+        for version, type_, data, base in pieces:
             memo_key = (thread_id, ns, channel, version)
             decoded = memo.decoded.get(memo_key)
             if decoded is None:
                 aad = binding("blob", thread_id, ns, channel, version)
-                inner_type, raw = self.unpack_value(type_, data, aad)
+                inner_type, raw = self.unpack_value(type_, data, aad, (base,))
                 if inner_type != "msgpack" or array_header(raw) is None:
                     return None
-                decoded = self.inner_serde.loads_typed((inner_type, raw))
+                decoded = self.decode(inner_type, raw, aad)
                 if not isinstance(decoded, list):
                     return None
                 memo.decoded[memo_key] = decoded
