@@ -42,12 +42,11 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from .errors import DecryptionError, InvalidInputError
 from .values import (
-    BINDING_TABLES,
     BOUND_COLUMNS,
     FORMAT_1,
     FORMAT_2,
     binding_kind,
-    describe_binding,
+    describe_row,
     seal_value,
     unseal_value,
 )
@@ -111,12 +110,6 @@ def cipher_label(type_: str | None) -> str:
     if sep and last == EAX_NAME:
         return LANGGRAPH_EAX_LABEL
     return PLAINTEXT_LABEL
-
-
-def _where(aad: bytes) -> str:
-    table = BINDING_TABLES.get(binding_kind(aad))
-    where = describe_binding(aad)
-    return f"{where} (table {table})" if table else where
 
 
 def _env_switch(env: Mapping[str, str], name: str) -> bool:
@@ -461,7 +454,7 @@ class EncryptedSerde:
         if sep and last.startswith(GCM_FORMAT_1_PREFIX):
             if not self.accept_format_1:
                 raise DecryptionError(
-                    f"{_where(aad)} was sealed by pgcheckpoint 0.1.0 (type {type_!r}), whose "
+                    f"{describe_row(aad)} was sealed by pgcheckpoint 0.1.0 (type {type_!r}), whose "
                     "rows do not authenticate their columns, and accept_format_1 is off; "
                     f"run `pgcheckpoint rotate-key` with {ACCEPT_FORMAT_1_ENV}=1 to rewrite "
                     "such rows, or restore them from a backup"
@@ -472,14 +465,14 @@ class EncryptedSerde:
         if self.allow_plaintext:
             return type_, data
         raise DecryptionError(
-            f"{_where(aad)} is stored unencrypted (type {type_!r}) and encryption "
+            f"{describe_row(aad)} is stored unencrypted (type {type_!r}) and encryption "
             "is on, so it is refused; pass EncryptedSerde(allow_plaintext=True) while "
             "migrating a database written without encryption, then run "
             "`pgcheckpoint rotate-key`"
         )
 
     def _open_gcm(self, key_id: str, data: bytes, aad: bytes) -> bytes:
-        where = _where(aad)
+        where = describe_row(aad)
         key = self._keys.get(key_id)
         if key is None:
             raise DecryptionError(
@@ -513,7 +506,7 @@ class EncryptedSerde:
             ) from None
 
     def _open_eax(self, type_: str, data: bytes, aad: bytes) -> bytes:
-        where = _where(aad)
+        where = describe_row(aad)
         if self._legacy_key is None:
             raise DecryptionError(
                 f"cannot decrypt {where}: it was written by LangGraph's EncryptedSerializer "
@@ -550,7 +543,7 @@ class EncryptedSerde:
 
         Example:
             >>> EncryptedSerde(keys={"k1": bytes(32)}).dumps_typed("x")[0]
-            'msgpack+aesgcm:k1'
+            'msgpack+aesgcm2:k1'
         """
         return seal_value(self, *self.inner.dumps_typed(obj), b"")
 

@@ -177,13 +177,13 @@ def tampered(where: str, key: str, column: str, detail: str) -> DecryptionError:
     """The error for a column that does not match the sealed record of its row.
 
     Example:
-        >>> str(tampered("checkpoint 'c1'", "k1", "parent_checkpoint_id", "it is 'x'"))[:40]
-        "checkpoint 'c1' (table pgc_checkpoints, "
+        >>> str(tampered("checkpoint 'c1' (table pgc_checkpoints)", "k1", "run_id", "x"))[:58]
+        "checkpoint 'c1' (table pgc_checkpoints), sealed under key "
     """
     return DecryptionError(
-        f"{where} (table pgc_checkpoints, key {key!r}) was altered: column {column} does "
-        f"not match what its sealed record says ({detail}); restore the row from a backup, "
-        "or delete the thread"
+        f"{where}, sealed under key {key!r}, was altered: column {column} does not match "
+        f"what its sealed record says ({detail}); restore the row from a backup, or delete "
+        "the thread"
     )
 
 
@@ -271,9 +271,9 @@ def check_checkpoint_columns(
         missing = sorted(structure.stored - frozenset(stored))
         if missing:
             raise DecryptionError(
-                f"{where} (table pgc_blobs, key {key!r}) was altered: the stored values "
-                f"of channels {missing!r} are missing or marked empty; restore the rows "
-                "from a backup, or delete the thread"
+                f"{where}, sealed under key {key!r}, stored values of channels {missing!r} "
+                "that are now missing or marked empty in pgc_blobs; restore the rows from a "
+                "backup, or delete the thread"
             )
     return parent
 
@@ -295,9 +295,9 @@ def check_chain(where: str, key: str, pieces: Sequence[tuple[str, str | None]]) 
     for version, base in pieces:
         if base != expected:
             raise DecryptionError(
-                f"{where} (table pgc_blobs, key {key!r}) was altered: version {version!r} "
-                f"is a delta on {base!r}, which the read did not find (it found "
-                f"{expected!r}); restore the rows from a backup, or delete the thread"
+                f"{where}, sealed under key {key!r}, was altered: version {version!r} is a "
+                f"delta on {base!r}, which the read did not find (it found {expected!r}); "
+                "restore the rows from a backup, or delete the thread"
             )
         expected = version
 
@@ -351,7 +351,7 @@ def check_projection(where: str, key: str, metadata: Any, projection: Any) -> No
     for name, value in projection.items():
         if name not in sealed or not _same_json(value, sealed[name]):
             raise DecryptionError(
-                f"{where} (table pgc_checkpoints, key {key!r}) was altered: the readable "
-                f"metadata column holds {name!r}: {value!r}, which is not in the sealed "
-                "metadata; restore the row from a backup, or delete the thread"
+                f"{where}, sealed under key {key!r}, was altered: its readable column "
+                f"metadata holds {name!r}: {value!r}, which is not in the sealed metadata; "
+                "restore the row from a backup, or delete the thread"
             )

@@ -40,6 +40,7 @@ __all__ = [
     "as_sealer",
     "binding",
     "describe_binding",
+    "describe_row",
     "seal_value",
     "sealed_aad",
     "unseal_value",
@@ -173,7 +174,7 @@ def unseal_value(
     """
     if data is None:
         raise UnreadableValueError(
-            f"the {describe_binding(aad)} is NULL although its type {type_!r} says it holds "
+            f"the {describe_row(aad)} is NULL although its type {type_!r} says it holds "
             "a value; the row was altered or damaged: restore it from a backup, or delete "
             "the thread"
         )
@@ -236,6 +237,18 @@ def binding_kind(aad: bytes) -> str:
         if kind and aad.startswith(kind.encode("ascii")):
             return kind
     return ""
+
+
+def describe_row(aad: bytes) -> str:
+    """`describe_binding` with the table that stores the row, for error messages.
+
+    Example:
+        >>> describe_row(binding("blob", "t1", "", "messages", "v1"))
+        "value of channel 'messages' version 'v1' in thread 't1', namespace '' (table pgc_blobs)"
+    """
+    table = BINDING_TABLES.get(binding_kind(aad))
+    where = describe_binding(aad)
+    return f"{where} (table {table})" if table else where
 
 
 def describe_binding(aad: bytes) -> str:
@@ -342,7 +355,7 @@ class ValueCodec:
             raise
         except Exception as exc:
             raise UnreadableValueError(
-                f"cannot read the {describe_binding(aad)}: the serializer cannot decode its "
+                f"cannot read the {describe_row(aad)}: the serializer cannot decode its "
                 f"{type_!r} bytes ({type(exc).__name__}: {exc}); the row is damaged or was "
                 "written by a serializer configured differently"
             ) from exc
@@ -379,7 +392,7 @@ class ValueCodec:
             type_, data = unseal_value(sealer, type_, data, aad, columns)
         elif data is None and type_ not in ("null", "empty"):
             raise UnreadableValueError(
-                f"the {describe_binding(aad)} is NULL although its type {type_!r} says it "
+                f"the {describe_row(aad)} is NULL although its type {type_!r} says it "
                 "holds a value; the row was altered or damaged: restore it from a backup, "
                 "or delete the thread"
             )
@@ -389,7 +402,7 @@ class ValueCodec:
                 data = _decompressor().decompress(data)
             except zstandard.ZstdError as exc:
                 raise UnreadableValueError(
-                    f"cannot read the {describe_binding(aad)}: its zstd frame is corrupt or "
+                    f"cannot read the {describe_row(aad)}: its zstd frame is corrupt or "
                     f"truncated ({exc}); the row was altered or damaged: restore it from a "
                     "backup, or delete the thread"
                 ) from exc

@@ -32,7 +32,7 @@ from ..integrity import (
 )
 from ..ops import Row, row_key
 from ..validate import STRUCTURAL_KEYS, json_projection
-from ..values import FORMAT_2, Sealer, ValueCodec, as_sealer, binding, describe_binding
+from ..values import FORMAT_2, Sealer, ValueCodec, as_sealer, binding, describe_row
 
 __all__ = ["CoreBase"]
 
@@ -108,7 +108,7 @@ class CoreBase(BaseCheckpointSaver[str], ValueCodec):
         if as_sealer(self.serde) is not None:
             aad = binding("blob", thread_id, ns, channel, pieces[-1][0])
             label = cipher_label(pieces[-1][1])
-            check_chain(describe_binding(aad), label, [(p[0], p[3]) for p in pieces])
+            check_chain(describe_row(aad), label, [(p[0], p[3]) for p in pieces])
         if len(raws) == 1:
             type_, data = raws[0]
         else:
@@ -142,17 +142,27 @@ class CoreBase(BaseCheckpointSaver[str], ValueCodec):
         parent: str | None = row["parent_checkpoint_id"]
         if self.sealed_format(row["type"]) != FORMAT_2:
             return record, parent
+        structure = self.sealed_structure(record, aad, row["type"])
         label = cipher_label(row["type"])
+        parent = check_checkpoint_columns(describe_row(aad), label, structure, row, stored)
+        self.structure_cache.keep(self.structure_key(row), structure)
+        return record, parent
+
+    def sealed_structure(self, record: dict[str, Any], aad: bytes, type_: str) -> Structure:
+        """The structure a format-2 checkpoint record holds, taken out of it.
+
+        Raises:
+            DecryptionError: The record has none, which no record pgcheckpoint
+                seals lacks (it was sealed by something else with the key).
+        """
         structure = take_structure(record)
         if structure is None:
             raise DecryptionError(
-                f"{describe_binding(aad)} (table pgc_checkpoints, key {label!r}) has no "
-                "structure in its sealed record, which every record pgcheckpoint seals "
-                "has; it was written by another program: restore it from a backup"
+                f"{describe_row(aad)}, sealed under key {cipher_label(type_)!r}, has no "
+                "structure in its sealed record, which every record pgcheckpoint seals has: "
+                "it was written by another program; restore it from a backup"
             )
-        parent = check_checkpoint_columns(describe_binding(aad), label, structure, row, stored)
-        self.structure_cache.keep(self.structure_key(row), structure)
-        return record, parent
+        return structure
 
     def structure_key(self, row: Row) -> tuple[str, ...]:
         """The key of a sealed checkpoint's structure in `structure_cache`: row and seal."""
@@ -178,7 +188,7 @@ class CoreBase(BaseCheckpointSaver[str], ValueCodec):
             row["metadata_type"], row["metadata_blob"], aad, (projection_keys(projection),)
         )
         label = cipher_label(row["metadata_type"])
-        check_projection(describe_binding(aad), label, metadata, projection)
+        check_projection(describe_row(aad), label, metadata, projection)
         return metadata
 
     def get_next_version(self, current: str | None, channel: None) -> str:

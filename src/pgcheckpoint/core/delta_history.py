@@ -35,7 +35,7 @@ from ..fastcopy import copies_whole, copy_containers, copy_items
 from ..integrity import Structure, check_checkpoint_columns, take_structure
 from ..ops import MAX_CHAIN_DEPTH, Op, Row, Stmt, row_key
 from ..validate import check_id, thread_of
-from ..values import FORMAT_2, as_sealer, binding, describe_binding
+from ..values import FORMAT_2, as_sealer, binding, describe_row
 from .reads import Reads
 
 __all__ = ["DeltaHistory"]
@@ -144,7 +144,7 @@ class DeltaHistory(Reads):
                 walking -= set(row["found"] or ()) if row["depth"] > 0 else set()
                 continue
             aad = binding("checkpoint", thread_id, ns, row["checkpoint_id"])
-            where, label = describe_binding(aad), cipher_label(row["type"])
+            where, label = describe_row(aad), cipher_label(row["type"])
             # the walk went by these columns: they are the sealed ones, or it fails
             check_checkpoint_columns(where, label, structure, row, None)
             if row["depth"] > 0:
@@ -154,10 +154,9 @@ class DeltaHistory(Reads):
                 absent -= here
                 if absent:
                     raise DecryptionError(
-                        f"{where} (table pgc_blobs, key {label!r}) was altered: the stored "
-                        f"values of channels {sorted(absent)!r} at this checkpoint are "
-                        "missing or marked empty; restore the rows from a backup, or "
-                        "delete the thread"
+                        f"{where}, sealed under key {label!r}, holds values of channels "
+                        f"{sorted(absent)!r} that are now missing or marked empty in "
+                        "pgc_blobs; restore the rows from a backup, or delete the thread"
                     )
                 walking -= here
             row["structure"] = structure
@@ -166,13 +165,7 @@ class DeltaHistory(Reads):
         """Decode a sealed checkpoint record and keep its structure in `structure_cache`."""
         aad = binding("checkpoint", *row_key(row))
         record = self.load_value(row["type"], row["checkpoint"], aad)
-        structure = take_structure(record)
-        if structure is None:
-            raise DecryptionError(
-                f"{describe_binding(aad)} (table pgc_checkpoints, key "
-                f"{cipher_label(row['type'])!r}) has no structure in its sealed record, which "
-                "every record pgcheckpoint seals has; restore it from a backup"
-            )
+        structure = self.sealed_structure(record, aad, row["type"])
         self.structure_cache.keep(self.structure_key(row), structure)
         return structure
 
@@ -208,8 +201,8 @@ class DeltaHistory(Reads):
             if structure is not None and structure.versions.get(channel) != chain[-1]["version"]:
                 aad = binding("checkpoint", thread_id, ns, chain[-1]["checkpoint_id"])
                 raise DecryptionError(
-                    f"{describe_binding(aad)} (table pgc_checkpoints, key "
-                    f"{cipher_label(chain[-1]['type'])!r}) was altered: column "
+                    f"{describe_row(aad)}, sealed under key "
+                    f"{cipher_label(chain[-1]['type'])!r}, was altered: column "
                     f"channel_versions names version {chain[-1]['version']!r} of channel "
                     f"{channel!r}, its sealed record {structure.versions.get(channel)!r}; "
                     "restore the row from a backup, or delete the thread"

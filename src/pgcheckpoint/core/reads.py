@@ -34,7 +34,7 @@ from ..validate import (
     metadata_matches,
     thread_of,
 )
-from ..values import as_sealer, binding, describe_binding
+from ..values import as_sealer, binding, describe_row
 from .base import CoreBase
 
 __all__ = ["ListingMemo", "Reads"]
@@ -298,7 +298,7 @@ class Reads(CoreBase):
         if as_sealer(self.serde) is not None:
             aad = binding("blob", thread_id, ns, channel, pieces[-1][0])
             label = cipher_label(pieces[-1][1])
-            check_chain(describe_binding(aad), label, [(p[0], p[3]) for p in pieces])
+            check_chain(describe_row(aad), label, [(p[0], p[3]) for p in pieces])
         decoded_pieces: list[tuple[tuple[str, str, str, str], list[Any]]] = []
         for version, type_, data, base in pieces:
             memo_key = (thread_id, ns, channel, version)

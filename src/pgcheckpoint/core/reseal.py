@@ -21,14 +21,13 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..crypto import cipher_label
-from ..errors import InvalidInputError
+from ..errors import InvalidInputError, UnreadableValueError
 from ..integrity import (
     add_structure,
     check_checkpoint_columns,
     check_projection,
     projection_keys,
     structure_msgpack,
-    take_structure,
     with_structure,
 )
 from ..ops import Row
@@ -38,7 +37,7 @@ from ..values import (
     Sealer,
     as_sealer,
     binding,
-    describe_binding,
+    describe_row,
     seal_value,
     unseal_value,
 )
@@ -95,20 +94,15 @@ class Reseal(CoreBase):
         src, dst = binding("checkpoint", source, *where), binding("checkpoint", target, *where)
         if self.sealed_format(row["type"]) == FORMAT_2:
             record = self.load_value(row["type"], row["checkpoint"], src)
-            structure = take_structure(record)
+            structure = self.sealed_structure(record, src, row["type"])
             checked = {
                 **row,
                 "sealed_inline_channels": row["inline_channels"],
                 # a copy keeps sealed_parent_id, and reads of it check the parent again
                 "sealed_parent_exists": False,
             }
-            if structure is None:
-                raise InvalidInputError(
-                    f"the {describe_binding(src)} has no structure in its sealed record; "
-                    "restore it from a backup"
-                )
             label = cipher_label(row["type"])
-            check_checkpoint_columns(describe_binding(src), label, structure, checked, None)
+            check_checkpoint_columns(describe_row(src), label, structure, checked, None)
             type_, data = self._reseal(row["type"], row["checkpoint"], src, dst, ())
             return type_, data, row["sealed_parent_id"]
         parent = row["parent_checkpoint_id"]
@@ -118,6 +112,11 @@ class Reseal(CoreBase):
         grown = with_structure(plain, entries) if inner == "msgpack" else None
         if grown is None:  # not a msgpack map: decode it, and write it again
             record = self.decode(inner, plain, src)
+            if not isinstance(record, dict):
+                raise UnreadableValueError(
+                    f"the {describe_row(src)} is not a checkpoint (it decodes to "
+                    f"{type(record).__name__}); restore it from a backup, or delete the thread"
+                )
             add_structure(record, parent=parent, versions=versions, stored=stored)
             inner, grown = self.serialize(record, dst)
         type_, data = self.pack_value(inner, grown, dst)
@@ -145,7 +144,7 @@ class Reseal(CoreBase):
         if self.sealed_format(row["metadata_type"]) == FORMAT_2:
             metadata = self.load_value(row["metadata_type"], row["metadata_blob"], src, columns)
             label = cipher_label(row["metadata_type"])
-            check_projection(describe_binding(src), label, metadata, row["metadata"])
+            check_projection(describe_row(src), label, metadata, row["metadata"])
         sealer = self._sealer()
         inner, plain = unseal_value(
             sealer, row["metadata_type"], row["metadata_blob"], src, columns
