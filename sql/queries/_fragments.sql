@@ -83,6 +83,8 @@ chain(thread_id, checkpoint_ns, channel, version, base_version, type, blob, dept
         FROM {schema}.pgc_blobs b
         WHERE b.thread_id = p.thread_id AND b.checkpoint_ns = p.checkpoint_ns
           AND b.channel = p.channel AND b.version = p.base_version
+          -- a base is older than its delta: an edited base_version cannot loop
+          AND coalesce(b.version < p.version, true)
         LIMIT 1
     ) b
 )
@@ -128,8 +130,9 @@ level(depth, thread_ids, checkpoint_nss, channels, versions) AS (
             LIMIT 1
         ) b
         -- a base this level walks already (it holds both a value and its base)
-        -- is not walked twice: the chains of one channel overlap
-        WHERE b.base_version IS NOT NULL
+        -- is not walked twice: the chains of one channel overlap; and a base is
+        -- older than its delta, so an edited base_version cannot loop
+        WHERE b.base_version IS NOT NULL AND b.base_version < k.version
           AND NOT EXISTS (
               SELECT FROM unnest(l.thread_ids, l.checkpoint_nss, l.channels, l.versions)
                    AS s(thread_id, checkpoint_ns, channel, version)

@@ -59,7 +59,8 @@ class CoreBase(BaseCheckpointSaver[str], ValueCodec):
     seed_cache_size: int = 64
     # Writes on DeltaChannel paths kept decoded (see `DeltaHistory.load_delta_write`).
     write_cache_size: int = 4096
-    # Checked structures of sealed checkpoints (see `CoreBase.open_record`).
+    # Checked structures of sealed checkpoints (see `CoreBase.open_record`), and
+    # checked writes (see `DeltaHistory.check_walk_op`).
     structure_cache_size: int = 4096
 
     def __init__(self, *, serde: SerializerProtocol | None = None) -> None:
@@ -77,6 +78,8 @@ class CoreBase(BaseCheckpointSaver[str], ValueCodec):
         self.write_cache = DecodedCache(self.write_cache_size)
         # what sealed checkpoint records say about their rows, by row and seal
         self.structure_cache = DecodedCache(self.structure_cache_size)
+        # sealed writes whose channel and task path were checked, by row and seal
+        self.write_checks = DecodedCache(self.structure_cache_size)
 
     def sealed_format(self, type_: str | None) -> int | None:
         """The row format a stored type was sealed in, None when this saver does not seal it.

@@ -32,10 +32,10 @@ from ..caches import MISSING, seed_key, write_key
 from ..crypto import cipher_label
 from ..errors import DecryptionError
 from ..fastcopy import copies_whole, copy_containers, copy_items
-from ..integrity import Structure, check_checkpoint_columns, take_structure
+from ..integrity import Structure, check_checkpoint_columns, seal_id, take_structure
 from ..ops import MAX_CHAIN_DEPTH, Op, Row, Stmt, row_key
 from ..validate import check_id, thread_of
-from ..values import FORMAT_2, as_sealer, binding, describe_row
+from ..values import FORMAT_2, as_sealer, binding, describe_row, unseal_value
 from .reads import Reads
 
 __all__ = ["DeltaHistory"]
@@ -66,14 +66,13 @@ class DeltaHistory(Reads):
             checkpoint_id = latest.config["configurable"]["checkpoint_id"]
         sealed = as_sealer(self.serde) is not None
         rows = yield Stmt(
-            "delta_channel_history",
+            "delta_channel_history_sealed" if sealed else "delta_channel_history",
             params={
                 "thread_id": thread_id,
                 "checkpoint_ns": checkpoint_ns,
                 "checkpoint_id": check_id("checkpoint_id", checkpoint_id),
                 "channels": TextArray(channels),
                 "max_depth": MAX_CHAIN_DEPTH,
-                "sealed": sealed,
             },
             fetch=True,
         )
@@ -84,19 +83,23 @@ class DeltaHistory(Reads):
     def check_walk_op(
         self, thread_id: str, ns: str, channels: Sequence[str], rows: Sequence[Row]
     ) -> Op[None]:
-        """Check the walk of `delta_channel_history` against the sealed records it passed.
+        """Check the walk of `delta_channel_history_sealed` against what is sealed.
 
         At each checkpoint of the walk, the parent it went on to and the
         channels it found a value for must be what the checkpoint's sealed
         record says (rows sealed in row format 2; others cannot tell). The
         structures come from `structure_cache` (keyed by each record's nonce and
         tag, which the statement sends instead of the record); records this
-        saver has not checked yet are read in one more statement. A seed's
-        version is checked against its holder's structure in `check_seed`.
+        saver has not checked yet are read in one more statement. Each write
+        the walk left out for its channel must have that channel sealed with
+        it (`write_checks`, read the same way), so no write drops out of the
+        history because its channel column was edited. A seed's version is
+        checked against its holder's structure in `assemble_delta_history`.
 
         Raises:
-            DecryptionError: A column the walk relied on differs from the sealed record.
+            DecryptionError: A column the walk relied on differs from what is sealed.
         """
+        yield from self.check_left_out_writes_op(thread_id, ns, rows)
         walked = sorted((r for r in rows if r["kind"] == "a"), key=lambda r: r["depth"])
         for row in walked:
             row.update(
@@ -160,6 +163,41 @@ class DeltaHistory(Reads):
                     )
                 walking -= here
             row["structure"] = structure
+
+    def check_left_out_writes_op(self, thread_id: str, ns: str, rows: Sequence[Row]) -> Op[None]:
+        """Check the channel of each write the walk left out ('x' rows), once per process."""
+        unchecked = [
+            r
+            for r in rows
+            if r["kind"] == "x"
+            and self.sealed_format(r["type"]) == FORMAT_2
+            and self.write_checks.lookup(_write_check_key(thread_id, ns, r, r["blob"])) is MISSING
+        ]
+        if not unchecked:
+            return
+        found = yield Stmt(
+            "sealed_writes",
+            {
+                "thread_id": thread_id,
+                "checkpoint_ns": ns,
+                "checkpoint_ids": [r["checkpoint_id"] for r in unchecked],
+                "task_ids": [r["task_id"] for r in unchecked],
+                "idxs": [r["idx"] for r in unchecked],
+            },
+            fetch=True,
+        )
+        sealer = as_sealer(self.serde)
+        for row in found:
+            if sealer is None or self.sealed_format(row["type"]) != FORMAT_2:
+                continue
+            aad = binding(
+                "write", thread_id, ns, row["checkpoint_id"], row["task_id"], row["idx"]
+            )
+            unseal_value(
+                sealer, row["type"], row["blob"], aad, (row["channel"], row["task_path"])
+            )
+            key = _write_check_key(thread_id, ns, row, seal_id(row["blob"]))
+            self.write_checks.keep(key, True)
 
     def open_record_structure(self, row: Row) -> Structure:
         """Decode a sealed checkpoint record and keep its structure in `structure_cache`."""
@@ -277,3 +315,18 @@ class DeltaHistory(Reads):
                 return cached
             self.write_cache.keep(cache_key, cached)
         return copy_containers(cached)
+
+
+def _write_check_key(thread_id: str, ns: str, row: Row, seal: bytes) -> tuple[str, ...]:
+    """What a checked write is known by: its row, the columns bound to it, its seal."""
+    return (
+        thread_id,
+        ns,
+        row["checkpoint_id"],
+        row["task_id"],
+        str(row["idx"]),
+        row["channel"],
+        row["task_path"],
+        row["type"],
+        seal.hex(),
+    )
