@@ -15,16 +15,15 @@
 -- of one file's statements stands at the top of that file.
 
 -- fragment: sealed_columns
--- With `sealed` (the saver encrypts), the columns of checkpoint `c` that a read
--- compares with its sealed record (pgcheckpoint.integrity): the parent it was
--- sealed with, the channels kept inline, the readable metadata, and, when the
--- parent column is cleared, whether the sealed parent still exists (a delete
--- clears it; someone without the key must not). NULL when not sealed, so
--- plain savers read nothing more.
-c.sealed_parent_id,
-CASE WHEN %(sealed)s THEN c.inline_channels END AS sealed_inline_channels,
-CASE WHEN %(sealed)s THEN c.metadata END AS sealed_metadata,
-CASE WHEN %(sealed)s AND c.parent_checkpoint_id IS NULL AND c.sealed_parent_id <> '' THEN
+-- What an encrypting saver reads besides, for checkpoint `c` with its writes
+-- `wr`, to compare with the sealed record (pgcheckpoint.integrity): the parent
+-- it was sealed with, the channels kept inline, the readable metadata, the
+-- writes' task paths (bound to their values), and, when the parent column is
+-- cleared, whether the sealed parent still exists (a delete clears it;
+-- someone without the key must not).
+c.sealed_parent_id, c.inline_channels AS sealed_inline_channels,
+c.metadata AS sealed_metadata, wr.write_task_paths,
+CASE WHEN c.parent_checkpoint_id IS NULL AND c.sealed_parent_id <> '' THEN
     EXISTS (SELECT FROM {schema}.pgc_checkpoints x
             WHERE x.thread_id = c.thread_id AND x.checkpoint_ns = c.checkpoint_ns
               AND x.checkpoint_id = c.sealed_parent_id)

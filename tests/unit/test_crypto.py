@@ -267,7 +267,7 @@ def test_filtering_on_an_encrypted_metadata_key_is_refused() -> None:
     with pytest.raises(InvalidInputError, match="'secret': it is stored encrypted"):
         next(core.list_op(None, filter={"step": 1, "secret": "x"}))
     assert next(core.list_op(None, filter={"step": 1, "source": "loop"})).name == (
-        "list_checkpoints"
+        "list_checkpoints_sealed"
     )
     plain = SaverCore(serde=JsonPlusSerializer())
     assert next(plain.list_op(None, filter={"secret": "x"})).name == "list_checkpoints"

@@ -163,15 +163,12 @@ def test_get_tuple_reads_the_latest_or_the_named_checkpoint() -> None:
     core = SaverCore()
     sent, found = drive(core.get_tuple_op(generate_config("t", checkpoint_ns="ns")), [[]])
     assert [(s.name, dict(s.params)) for s in sent] == [
-        ("get_latest_checkpoint", {"thread_id": "t", "checkpoint_ns": "ns", "sealed": False})
+        ("get_latest_checkpoint", {"thread_id": "t", "checkpoint_ns": "ns"})
     ]
     assert found is None
     sent, found = drive(core.get_tuple_op(generate_config("t", checkpoint_id="c9")), [[]])
     assert [(s.name, dict(s.params)) for s in sent] == [
-        (
-            "get_checkpoint_by_id",
-            {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": "c9", "sealed": False},
-        )
+        ("get_checkpoint_by_id", {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": "c9"})
     ]
     assert found is None
 
@@ -268,7 +265,6 @@ def test_list_of_one_thread_reads_a_page_then_its_values_once() -> None:
         "before": None,
         "filter": None,
         "limit": 5,
-        "sealed": False,
     }
     keys = sent[1].params
     assert (list(keys["thread_ids"]), list(keys["checkpoint_nss"])) == (["t", "t"], ["", ""])

@@ -53,16 +53,22 @@ class Reads(CoreBase):
         """Load the checkpoint a config names, or the thread's latest."""
         thread_id, checkpoint_ns = thread_of(config)
         checkpoint_id = get_checkpoint_id(config)
-        params = {
-            "thread_id": thread_id,
-            "checkpoint_ns": checkpoint_ns,
-            "sealed": as_sealer(self.serde) is not None,
-        }
+        params = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
+        # an encrypting saver reads the columns it checks against the seal too
+        sealed = as_sealer(self.serde) is not None
         if checkpoint_id:
             params["checkpoint_id"] = check_id("checkpoint_id", checkpoint_id)
-            rows = yield Stmt("get_checkpoint_by_id", params, fetch=True)
+            rows = yield Stmt(
+                "get_checkpoint_by_id_sealed" if sealed else "get_checkpoint_by_id",
+                params,
+                fetch=True,
+            )
         else:
-            rows = yield Stmt("get_latest_checkpoint", params, fetch=True)
+            rows = yield Stmt(
+                "get_latest_checkpoint_sealed" if sealed else "get_latest_checkpoint",
+                params,
+                fetch=True,
+            )
         return self.load_tuple(rows[0]) if rows else None
 
     def list_op(
@@ -109,16 +115,20 @@ class Reads(CoreBase):
             "before": None if before_id is None else check_id("checkpoint_id", before_id),
             "filter": None if projection is None else Jsonb(projection),
             "limit": None if lossy else limit,
-            "sealed": as_sealer(self.serde) is not None,
         }
         one_thread = params["thread_id"] is not None and params["checkpoint_ns"] is not None
+        sealed = as_sealer(self.serde) is not None
         stmt = Stmt(
-            "list_thread_checkpoints" if one_thread else "list_checkpoints", params, fetch=True
+            ("list_thread_checkpoints_sealed" if one_thread else "list_checkpoints_sealed")
+            if sealed
+            else ("list_thread_checkpoints" if one_thread else "list_checkpoints"),
+            params,
+            fetch=True,
         )
         rows = yield stmt
         if rows:
             rows = yield from self.listed_values_op(rows)
-        if filter and params["sealed"]:
+        if filter and sealed:
             rows = yield from self.sealed_matches_op(stmt, rows, filter, lossy, limit)
             return rows, None
         return rows, (filter if lossy else None)

@@ -81,10 +81,6 @@ def decode_value(
         return Unreadable(str(exc))
 
 
-def _sealed(core: SaverCore) -> bool:
-    return isinstance(core.serde, Sealer)
-
-
 def _opened(core: SaverCore, row: Row) -> tuple[Any, Any]:
     """The checkpoint record and metadata of a row, each checked as a read checks them."""
     if cipher_label(row["type"]) != PLAINTEXT_LABEL and not isinstance(core.serde, Sealer):
@@ -268,7 +264,6 @@ def thread_page_op(
             "checkpoint_ns": checkpoint_ns,
             "until": until,
             "limit": limit + 1,
-            "sealed": _sealed(core),
         },
         fetch=True,
     )
@@ -296,7 +291,6 @@ def thread_page_op(
                 "checkpoint_ns": checkpoint_ns,
                 "prefix": f"{checkpoint_ns}|" if checkpoint_ns else "",
                 "checkpoint_ids": ids,
-                "sealed": _sealed(core),
             },
             fetch=True,
         )
@@ -339,7 +333,7 @@ def recent_threads_op(
     filters = None if metadata is None else [Jsonb(dict(m)) for m in metadata]
     rows = yield Stmt(
         "inspect_recent_threads",
-        {"since": since, "filters": filters, "limit": limit, "sealed": _sealed(core)},
+        {"since": since, "filters": filters, "limit": limit},
         fetch=True,
     )
     keys = {thread_lock_key(r["thread_id"], schema): r["thread_id"] for r in rows}
@@ -410,9 +404,11 @@ def checkpoint_values_op(
         "thread_id": check_id("thread_id", thread_id),
         "checkpoint_ns": check_id("checkpoint_ns", checkpoint_ns),
         "checkpoint_id": check_id("checkpoint_id", checkpoint_id),
-        "sealed": _sealed(core),
     }
-    rows = yield Stmt("get_checkpoint_by_id", params, fetch=True)
+    sealed = isinstance(core.serde, Sealer)
+    rows = yield Stmt(
+        "get_checkpoint_by_id_sealed" if sealed else "get_checkpoint_by_id", params, fetch=True
+    )
     if not rows:
         return None
     row = rows[0]
