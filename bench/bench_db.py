@@ -203,8 +203,10 @@ class Databases:
 
 
 @contextlib.contextmanager
-def sync_saver(kind: str, dsn: str, *, size: int = POOL_SIZE, **pool_kwargs: Any) -> Iterator[Any]:
-    """A saver of `kind` over its own open pool of `size` connections."""
+def sync_saver(
+    kind: str, dsn: str, *, size: int = POOL_SIZE, serde: Any = None, **pool_kwargs: Any
+) -> Iterator[Any]:
+    """A saver of `kind` over its own open pool of `size` connections (ours with `serde`)."""
     with ConnectionPool(
         dsn,
         min_size=size,
@@ -218,7 +220,7 @@ def sync_saver(kind: str, dsn: str, *, size: int = POOL_SIZE, **pool_kwargs: Any
         if kind == "ours":
             from pgcheckpoint import PostgresSaver
 
-            yield PostgresSaver(pool)
+            yield PostgresSaver(pool, serde=serde)
         else:
             yield OfficialSaver(pool)
 
