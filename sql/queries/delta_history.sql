@@ -1,5 +1,14 @@
 -- DeltaChannel history: writes and seed along a checkpoint's parent chain.
 
+-- fragment: walked_checkpoint
+-- The row `p` of checkpoint `w` of the walk, looked up by primary key.
+CROSS JOIN LATERAL (
+    SELECT * FROM {schema}.pgc_checkpoints p
+    WHERE p.thread_id = %(thread_id)s AND p.checkpoint_ns = %(checkpoint_ns)s
+      AND p.checkpoint_id = w.checkpoint_id
+    LIMIT 1
+) p
+
 -- fragment: delta_history_rows
 -- One round trip: walks the target's parent chain inside Postgres, per channel
 -- down to the nearest ancestor that stores a value for it, and returns the
@@ -41,12 +50,7 @@ WITH RECURSIVE walk(checkpoint_id, parent_checkpoint_id, depth, walking, found) 
     SELECT w.depth, w.checkpoint_id, w.found, p.channel_versions, p.inline_channels,
            p.type, p.checkpoint
     FROM walk w
-    CROSS JOIN LATERAL (
-        SELECT * FROM {schema}.pgc_checkpoints p
-        WHERE p.thread_id = %(thread_id)s AND p.checkpoint_ns = %(checkpoint_ns)s
-          AND p.checkpoint_id = w.checkpoint_id
-        LIMIT 1
-    ) p
+    {walked_checkpoint}
     WHERE w.depth > 0 AND cardinality(w.found) > 0
 ), chain_head(thread_id, checkpoint_ns, channel, version) AS (
     -- the seeds stored as blobs, each with the chain of bases of a delta (delta_chain)
@@ -102,12 +106,7 @@ SELECT 'a', w.depth, w.checkpoint_id, NULL, w.parent_checkpoint_id, p.sealed_par
        substr(p.checkpoint, 1, 12) || substr(p.checkpoint, length(p.checkpoint) - 15),
        w.found
 FROM walk w
-CROSS JOIN LATERAL (
-    SELECT * FROM {schema}.pgc_checkpoints p
-    WHERE p.thread_id = %(thread_id)s AND p.checkpoint_ns = %(checkpoint_ns)s
-      AND p.checkpoint_id = w.checkpoint_id
-    LIMIT 1
-) p
+{walked_checkpoint}
 UNION ALL
 SELECT 'x', w.depth, w.checkpoint_id, x.channel, NULL, NULL, x.task_path, x.task_id, x.idx,
        x.type, substr(x.blob, 1, 12) || substr(x.blob, length(x.blob) - 15), NULL

@@ -31,6 +31,7 @@ import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from psycopg.rows import dict_row
+from support.checkpoints import config
 from support.planted import code_ran, planted_value
 
 from pgcheckpoint import DecryptionError, EncryptedSerde, PostgresSaver, rotate_key
@@ -43,13 +44,6 @@ def enc(**kwargs: Any) -> EncryptedSerde:
     kwargs.setdefault("keys", {"k1": KEY})
     kwargs.setdefault("filterable_metadata", ("source", "step", "user_id"))
     return EncryptedSerde(**kwargs)
-
-
-def config(thread_id: str, checkpoint_id: str | None = None) -> Any:
-    conf: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ""}
-    if checkpoint_id is not None:
-        conf["checkpoint_id"] = checkpoint_id
-    return {"configurable": conf}
 
 
 def put(

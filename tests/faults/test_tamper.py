@@ -40,6 +40,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
+from support.checkpoints import config
 from typing_extensions import TypedDict
 
 from pgcheckpoint import EncryptedSerde, PgCheckpointError, PostgresSaver, UnreadableValueError
@@ -85,13 +86,6 @@ def graph(saver: PostgresSaver) -> Any:
     g.add_edge("agent", "tool")
     g.add_edge("tool", END)
     return g.compile(checkpointer=saver)
-
-
-def config(thread_id: str, checkpoint_id: str | None = None) -> Any:
-    conf: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ""}
-    if checkpoint_id is not None:
-        conf["checkpoint_id"] = checkpoint_id
-    return {"configurable": conf}
 
 
 def write(dsn: str) -> None:

@@ -18,6 +18,8 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 from typing_extensions import TypedDict
 
+from support.checkpoints import config
+
 KEY = bytes(range(32))
 LANGGRAPH_KEY = b"0123456789abcdef0123456789abcdef"
 FILTERABLE = ("source", "step", "user_id")
@@ -48,13 +50,6 @@ def graph(saver: Any) -> Any:
     g.add_edge("agent", "review")
     g.add_edge("review", END)
     return g.compile(checkpointer=saver)
-
-
-def config(thread_id: str, checkpoint_id: str | None = None) -> Any:
-    conf: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ""}
-    if checkpoint_id is not None:
-        conf["checkpoint_id"] = checkpoint_id
-    return {"configurable": conf}
 
 
 def what_reads(saver: Any, thread_id: str) -> dict[str, Any]:

@@ -171,7 +171,7 @@ class DeltaHistory(Reads):
             for r in rows
             if r["kind"] == "x"
             and self.sealed_format(r["type"]) == FORMAT_2
-            and self.write_checks.lookup(_write_check_key(thread_id, ns, r, r["blob"])) is MISSING
+            and self.write_checks.lookup(_checked_write(thread_id, ns, r)) is MISSING
         ]
         if not unchecked:
             return
@@ -190,14 +190,10 @@ class DeltaHistory(Reads):
         for row in found:
             if sealer is None or self.sealed_format(row["type"]) != FORMAT_2:
                 continue
-            aad = binding(
-                "write", thread_id, ns, row["checkpoint_id"], row["task_id"], row["idx"]
-            )
-            unseal_value(
-                sealer, row["type"], row["blob"], aad, (row["channel"], row["task_path"])
-            )
-            key = _write_check_key(thread_id, ns, row, seal_id(row["blob"]))
-            self.write_checks.keep(key, True)
+            aad = binding("write", thread_id, ns, row["checkpoint_id"], row["task_id"], row["idx"])
+            unseal_value(sealer, row["type"], row["blob"], aad, (row["channel"], row["task_path"]))
+            checked = {**row, "blob": seal_id(row["blob"])}
+            self.write_checks.keep(_checked_write(thread_id, ns, checked), True)
 
     def open_record_structure(self, row: Row) -> Structure:
         """Decode a sealed checkpoint record and keep its structure in `structure_cache`."""
@@ -317,16 +313,7 @@ class DeltaHistory(Reads):
         return copy_containers(cached)
 
 
-def _write_check_key(thread_id: str, ns: str, row: Row, seal: bytes) -> tuple[str, ...]:
-    """What a checked write is known by: its row, the columns bound to it, its seal."""
-    return (
-        thread_id,
-        ns,
-        row["checkpoint_id"],
-        row["task_id"],
-        str(row["idx"]),
-        row["channel"],
-        row["task_path"],
-        row["type"],
-        seal.hex(),
-    )
+def _checked_write(thread_id: str, ns: str, row: Row) -> tuple[str, ...]:
+    """A checked write's key in `write_checks`: its columns and (in `blob`) its seal."""
+    # write_key holds every column a write is read with; a seal id is never too large
+    return write_key(thread_id, ns, row) or ()

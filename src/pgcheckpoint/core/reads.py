@@ -8,7 +8,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterable, Mapping, Sequence
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -37,7 +37,14 @@ from ..validate import (
 from ..values import as_sealer, binding, describe_row
 from .base import CoreBase
 
-__all__ = ["ListingMemo", "Reads"]
+__all__ = [
+    "ListingMemo",
+    "Piece",
+    "Reads",
+    "checkpoint_tuple",
+    "pending_write_rows",
+    "stored_pieces",
+]
 
 
 class Reads(CoreBase):
@@ -227,17 +234,7 @@ class Reads(CoreBase):
         `memo` lets the rows of one `list` call share the decoding of list pieces.
         """
         thread_id, ns, checkpoint_id = row_key(row)
-        # Pieces come grouped by channel, a delta's bases first (see the fragment).
-        pieces: dict[str, list[tuple[str, str, bytes, str | None]]] = {}
-        for channel, version, base, type_, data in zip(
-            row["blob_channels"] or (),
-            row["blob_versions"] or (),
-            row["blob_bases"] or (),
-            row["blob_types"] or (),
-            row["blob_values"] or (),
-            strict=True,
-        ):
-            pieces.setdefault(channel, []).append((version, type_, data, base))
+        pieces = stored_pieces(row)
         stored = [ch for ch, chain in pieces.items() if chain[-1][1] != "empty"]
         record, parent = self.open_record(row, stored)
         values = dict(record.get("channel_values") or {})
@@ -248,7 +245,6 @@ class Reads(CoreBase):
             values[channel] = self.load_blob(key, chain) if items is None else items
         record["channel_values"] = values
         record["channel_versions"] = dict(row["channel_versions"] or {})
-        task_ids = row["write_task_ids"] or ()
         pending = [
             (
                 task_id,
@@ -260,38 +256,10 @@ class Reads(CoreBase):
                     (channel, path),
                 ),
             )
-            for task_id, idx, channel, path, type_, data in zip(
-                task_ids,
-                row["write_idxs"] or (),
-                row["write_channels"] or (),
-                row.get("write_task_paths") or [None] * len(task_ids),
-                row["write_types"] or (),
-                row["write_values"] or (),
-                strict=True,
-            )
+            for task_id, idx, channel, path, type_, data in pending_write_rows(row)
         ]
         metadata = row["_metadata"] if "_metadata" in row else self.open_metadata(row)
-        return CheckpointTuple(
-            config={
-                "configurable": {
-                    "thread_id": thread_id,
-                    "checkpoint_ns": ns,
-                    "checkpoint_id": checkpoint_id,
-                }
-            },
-            checkpoint=cast(Checkpoint, record),
-            metadata=cast(CheckpointMetadata, metadata),
-            parent_config={
-                "configurable": {
-                    "thread_id": thread_id,
-                    "checkpoint_ns": ns,
-                    "checkpoint_id": parent,
-                }
-            }
-            if parent
-            else None,
-            pending_writes=pending,
-        )
+        return checkpoint_tuple(row_key(row), record, metadata, parent, pending)
 
     def load_list_pieces(
         self,
@@ -346,6 +314,80 @@ class Reads(CoreBase):
                 continue
             count += 1
             yield tup
+
+
+# A stored value's piece: (version, type, bytes, delta base).
+Piece = tuple[str, str, bytes, str | None]
+
+
+def stored_pieces(row: Row) -> dict[str, list[Piece]]:
+    """The pieces of each channel's stored value in a `checkpoint_tuple_from` row.
+
+    They come grouped by channel, a delta's bases first (see the fragment).
+
+    Example:
+        >>> stored_pieces({"blob_channels": None, "blob_versions": None,
+        ...                "blob_bases": None, "blob_types": None, "blob_values": None})
+        {}
+    """
+    pieces: dict[str, list[Piece]] = {}
+    for channel, version, base, type_, data in zip(
+        row["blob_channels"] or (),
+        row["blob_versions"] or (),
+        row["blob_bases"] or (),
+        row["blob_types"] or (),
+        row["blob_values"] or (),
+        strict=True,
+    ):
+        pieces.setdefault(channel, []).append((version, type_, data, base))
+    return pieces
+
+
+def pending_write_rows(row: Row) -> Iterator[tuple[str, int, str, str | None, str, bytes]]:
+    """(task id, idx, channel, task path, type, bytes) of each pending write of a row.
+
+    The task path is None when the row has none (a plain saver's statements
+    do not read it: only a sealed write is bound to it).
+
+    Example:
+        >>> list(pending_write_rows({"write_task_ids": None, "write_idxs": None,
+        ...     "write_channels": None, "write_types": None, "write_values": None}))
+        []
+    """
+    task_ids = row["write_task_ids"] or ()
+    return zip(
+        task_ids,
+        row["write_idxs"] or (),
+        row["write_channels"] or (),
+        row.get("write_task_paths") or [None] * len(task_ids),
+        row["write_types"] or (),
+        row["write_values"] or (),
+        strict=True,
+    )
+
+
+def checkpoint_tuple(
+    key: tuple[str, str, str],
+    record: Mapping[str, Any],
+    metadata: Any,
+    parent: str | None,
+    pending: list[tuple[str, str, Any]],
+) -> CheckpointTuple:
+    """The `CheckpointTuple` of a decoded row: (thread, namespace, id), its parts, its parent.
+
+    Example:
+        >>> checkpoint_tuple(("t", "", "c2"), {}, {}, "c1", []).parent_config["configurable"]
+        {'thread_id': 't', 'checkpoint_ns': '', 'checkpoint_id': 'c1'}
+    """
+    thread_id, ns, checkpoint_id = key
+    where = {"thread_id": thread_id, "checkpoint_ns": ns}
+    return CheckpointTuple(
+        config={"configurable": {**where, "checkpoint_id": checkpoint_id}},
+        checkpoint=cast(Checkpoint, record),
+        metadata=cast(CheckpointMetadata, metadata),
+        parent_config={"configurable": {**where, "checkpoint_id": parent}} if parent else None,
+        pending_writes=pending,
+    )
 
 
 class ListingMemo:

@@ -29,6 +29,7 @@ from langgraph.checkpoint.serde.types import ERROR, INTERRUPT, RESUME, TASKS
 from psycopg.types.json import Jsonb
 
 from ..core import SaverCore
+from ..core.reads import checkpoint_tuple, pending_write_rows, stored_pieces
 from ..crypto import KEYS_ENV, PLAINTEXT_LABEL, cipher_label
 from ..errors import DecryptionError, UnreadableValueError
 from ..integrity import take_structure
@@ -435,16 +436,7 @@ UNREADABLE_METADATA = "(metadata)"
 def _piece_by_piece(core: SaverCore, row: Row) -> CheckpointTuple:
     """`load_tuple`, with what cannot be read shown in its place as an `Unreadable`."""
     thread_id, ns, checkpoint_id = row_key(row)
-    pieces: dict[str, list[tuple[str, str, bytes, str | None]]] = {}
-    for channel, version, base, type_, data in zip(
-        row["blob_channels"] or (),
-        row["blob_versions"] or (),
-        row["blob_bases"] or (),
-        row["blob_types"] or (),
-        row["blob_values"] or (),
-        strict=True,
-    ):
-        pieces.setdefault(channel, []).append((version, type_, data, base))
+    pieces = stored_pieces(row)
     stored = [ch for ch, chain in pieces.items() if chain[-1][1] != "empty"]
     values: dict[str, Any] = {}
     parent = row["parent_checkpoint_id"]
@@ -461,37 +453,22 @@ def _piece_by_piece(core: SaverCore, row: Row) -> CheckpointTuple:
             values[channel] = Unreadable(str(exc))
     record["channel_values"] = values
     record["channel_versions"] = dict(row["channel_versions"] or {})
-    pending = []
-    task_ids = row["write_task_ids"] or ()
-    for task_id, idx, channel, path, type_, data in zip(
-        task_ids,
-        row["write_idxs"] or (),
-        row["write_channels"] or (),
-        row.get("write_task_paths") or [None] * len(task_ids),
-        row["write_types"] or (),
-        row["write_values"] or (),
-        strict=True,
-    ):
-        aad = binding("write", thread_id, ns, checkpoint_id, task_id, idx)
-        pending.append((task_id, channel, decode_value(core, type_, data, aad, (channel, path))))
+    pending = [
+        (
+            task_id,
+            channel,
+            decode_value(
+                core,
+                type_,
+                data,
+                binding("write", thread_id, ns, checkpoint_id, task_id, idx),
+                (channel, path),
+            ),
+        )
+        for task_id, idx, channel, path, type_, data in pending_write_rows(row)
+    ]
     try:
         metadata = core.open_metadata(row)
     except UnreadableValueError as exc:
         metadata = {UNREADABLE_METADATA: Unreadable(str(exc))}
-    return CheckpointTuple(
-        config={
-            "configurable": {
-                "thread_id": thread_id,
-                "checkpoint_ns": ns,
-                "checkpoint_id": checkpoint_id,
-            }
-        },
-        checkpoint=record,  # type: ignore[arg-type]
-        metadata=metadata,
-        parent_config={
-            "configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": parent}
-        }
-        if parent
-        else None,
-        pending_writes=pending,
-    )
+    return checkpoint_tuple(row_key(row), record, metadata, parent, pending)
