@@ -212,9 +212,11 @@ def _budget(kind: str) -> dict[str, int]:
 
 
 @contextlib.contextmanager
-def sync_saver(kind: str, dsn: str, *, size: int = POOL_SIZE, **pool_kwargs: Any) -> Iterator[Any]:
+def sync_saver(
+    kind: str, dsn: str, *, size: int = POOL_SIZE, serde: Any = None, **pool_kwargs: Any
+) -> Iterator[Any]:
     """A saver of `kind` over its own open pool of `size` connections (`ours0`: with
-    nothing cached)."""
+    nothing cached; ours with `serde`)."""
     with ConnectionPool(
         dsn,
         min_size=size,
@@ -228,7 +230,7 @@ def sync_saver(kind: str, dsn: str, *, size: int = POOL_SIZE, **pool_kwargs: Any
         if kind in ("ours", NOTHING_CACHED):
             from pgcheckpoint import PostgresSaver
 
-            yield PostgresSaver(pool, **_budget(kind))
+            yield PostgresSaver(pool, serde=serde, **_budget(kind))
         else:
             yield OfficialSaver(pool)
 

@@ -14,6 +14,21 @@
 -- This file holds the pieces that statements of several files share; a piece
 -- of one file's statements stands at the top of that file.
 
+-- fragment: sealed_columns
+-- What an encrypting saver reads besides, for checkpoint `c` with its writes
+-- `wr`, to compare with the sealed record (pgcheckpoint.integrity): the parent
+-- it was sealed with, the channels kept inline, the readable metadata, the
+-- writes' task paths (bound to their values), and, when the parent column is
+-- cleared, whether the sealed parent still exists (a delete clears it;
+-- someone without the key must not).
+c.sealed_parent_id, c.inline_channels AS sealed_inline_channels,
+c.metadata AS sealed_metadata, wr.write_task_paths,
+CASE WHEN c.parent_checkpoint_id IS NULL AND c.sealed_parent_id <> '' THEN
+    EXISTS (SELECT FROM {schema}.pgc_checkpoints x
+            WHERE x.thread_id = c.thread_id AND x.checkpoint_ns = c.checkpoint_ns
+              AND x.checkpoint_id = c.sealed_parent_id)
+END AS sealed_parent_exists
+
 -- fragment: writes_order
 -- The order of writes `w` that LangGraph's `writes_sort_key` gives: task_path,
 -- task_id, idx. COLLATE "C" is code-point order, as Python compares strings;
@@ -67,6 +82,8 @@ chain(thread_id, checkpoint_ns, channel, version, base_version, type, blob, dept
         FROM {schema}.pgc_blobs b
         WHERE b.thread_id = p.thread_id AND b.checkpoint_ns = p.checkpoint_ns
           AND b.channel = p.channel AND b.version = p.base_version
+          -- a base is older than its delta: an edited base_version cannot loop
+          AND coalesce(b.version < p.version, true)
         LIMIT 1
     ) b
 )
@@ -112,8 +129,9 @@ level(depth, thread_ids, checkpoint_nss, channels, versions) AS (
             LIMIT 1
         ) b
         -- a base this level walks already (it holds both a value and its base)
-        -- is not walked twice: the chains of one channel overlap
-        WHERE b.base_version IS NOT NULL
+        -- is not walked twice: the chains of one channel overlap; and a base is
+        -- older than its delta, so an edited base_version cannot loop
+        WHERE b.base_version IS NOT NULL AND b.base_version < k.version
           AND NOT EXISTS (
               SELECT FROM unnest(l.thread_ids, l.checkpoint_nss, l.channels, l.versions)
                    AS s(thread_id, checkpoint_ns, channel, version)

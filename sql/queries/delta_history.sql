@@ -1,7 +1,15 @@
 -- DeltaChannel history: writes and seed along a checkpoint's parent chain.
 
--- name: delta_channel_history
--- retry: safe
+-- fragment: walked_checkpoint
+-- The row `p` of checkpoint `w` of the walk, looked up by primary key.
+CROSS JOIN LATERAL (
+    SELECT * FROM {schema}.pgc_checkpoints p
+    WHERE p.thread_id = %(thread_id)s AND p.checkpoint_ns = %(checkpoint_ns)s
+      AND p.checkpoint_id = w.checkpoint_id
+    LIMIT 1
+) p
+
+-- fragment: delta_history_rows
 -- One round trip: walks the target's parent chain inside Postgres, per channel
 -- down to the nearest ancestor that stores a value for it, and returns the
 -- writes on the way ('w') and the stored seeds ('s' from blobs, 'i' for values
@@ -32,6 +40,8 @@ WITH RECURSIVE walk(checkpoint_id, parent_checkpoint_id, depth, walking, found) 
         SELECT * FROM {schema}.pgc_checkpoints p
         WHERE p.thread_id = %(thread_id)s AND p.checkpoint_ns = %(checkpoint_ns)s
           AND p.checkpoint_id = w.parent_checkpoint_id
+          -- ids are time-ordered: an edited parent column cannot loop
+          AND p.checkpoint_id < w.checkpoint_id
         LIMIT 1
     ) p
     WHERE cardinality(n.walking) > 0 AND w.depth < %(max_depth)s
@@ -40,12 +50,7 @@ WITH RECURSIVE walk(checkpoint_id, parent_checkpoint_id, depth, walking, found) 
     SELECT w.depth, w.checkpoint_id, w.found, p.channel_versions, p.inline_channels,
            p.type, p.checkpoint
     FROM walk w
-    CROSS JOIN LATERAL (
-        SELECT * FROM {schema}.pgc_checkpoints p
-        WHERE p.thread_id = %(thread_id)s AND p.checkpoint_ns = %(checkpoint_ns)s
-          AND p.checkpoint_id = w.checkpoint_id
-        LIMIT 1
-    ) p
+    {walked_checkpoint}
     WHERE w.depth > 0 AND cardinality(w.found) > 0
 ), chain_head(thread_id, checkpoint_ns, channel, version) AS (
     -- the seeds stored as blobs, each with the chain of bases of a delta (delta_chain)
@@ -76,3 +81,59 @@ SELECT 'i', h.depth, h.checkpoint_id, NULL, NULL, NULL, NULL, NULL, NULL,
        h.type, h.checkpoint, h.found
 FROM holders h
 WHERE h.found && h.inline_channels
+
+-- name: delta_channel_history
+-- retry: safe
+{delta_history_rows}
+
+-- name: delta_channel_history_sealed
+-- retry: safe
+-- delta_channel_history with encryption on, with what the client checks the
+-- walk by (DeltaHistory.check_walk_op). Longer than the 4 KiB whose parsing
+-- psycopg caches, so only an encrypting saver runs it.
+-- 'a': each checkpoint of the walk, with the columns the walk went by, in
+-- columns of other names (`version` parent_checkpoint_id, `base_version`
+-- sealed_parent_id, `task_path` channel_versions and `task_id` inline_channels
+-- as JSON), and in `blob` the nonce and tag of its record, which name the
+-- record's checked structure in the client's cache.
+-- 'x': each write on the way that the walk left out for its channel, with the
+-- nonce and tag of its value: the client checks that channel is the sealed one
+-- (a write whose channel was edited would otherwise drop out of the history).
+{delta_history_rows}
+UNION ALL
+SELECT 'a', w.depth, w.checkpoint_id, NULL, w.parent_checkpoint_id, p.sealed_parent_id,
+       p.channel_versions::text, to_jsonb(p.inline_channels)::text, NULL, p.type,
+       substr(p.checkpoint, 1, 12) || substr(p.checkpoint, length(p.checkpoint) - 15),
+       w.found
+FROM walk w
+{walked_checkpoint}
+UNION ALL
+SELECT 'x', w.depth, w.checkpoint_id, x.channel, NULL, NULL, x.task_path, x.task_id, x.idx,
+       x.type, substr(x.blob, 1, 12) || substr(x.blob, length(x.blob) - 15), NULL
+FROM walk w
+JOIN {schema}.pgc_writes x
+  ON x.thread_id = %(thread_id)s AND x.checkpoint_ns = %(checkpoint_ns)s
+ AND x.checkpoint_id = w.checkpoint_id AND NOT (x.channel = ANY(w.walking))
+WHERE w.depth > 0
+
+-- name: sealed_records
+-- retry: safe
+-- The sealed records of some checkpoints of one namespace, for the client to
+-- check what they say about their rows (DeltaHistory.check_walk_op); a
+-- checkpoint that does not exist is left out.
+SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.type, c.checkpoint
+FROM unnest(%(checkpoint_ids)s::text[]) AS k(checkpoint_id)
+JOIN {schema}.pgc_checkpoints c
+  ON c.thread_id = %(thread_id)s AND c.checkpoint_ns = %(checkpoint_ns)s
+ AND c.checkpoint_id = k.checkpoint_id
+
+-- name: sealed_writes
+-- retry: safe
+-- Some pending writes of one namespace, by key, for the client to check what
+-- their sealed values are bound to (DeltaHistory.check_walk_op).
+SELECT x.checkpoint_id, x.task_id, x.idx, x.channel, x.task_path, x.type, x.blob
+FROM unnest(%(checkpoint_ids)s::text[], %(task_ids)s::text[], %(idxs)s::int[])
+     AS k(checkpoint_id, task_id, idx)
+JOIN {schema}.pgc_writes x
+  ON x.thread_id = %(thread_id)s AND x.checkpoint_ns = %(checkpoint_ns)s
+ AND x.checkpoint_id = k.checkpoint_id AND x.task_id = k.task_id AND x.idx = k.idx

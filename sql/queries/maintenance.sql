@@ -58,6 +58,8 @@ WITH RECURSIVE walk(thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_i
     JOIN {schema}.pgc_checkpoints p
       ON p.thread_id = w.thread_id AND p.checkpoint_ns = w.checkpoint_ns
      AND p.checkpoint_id = w.parent_checkpoint_id
+     -- ids are time-ordered: an edited parent column cannot loop
+     AND p.checkpoint_id < w.checkpoint_id
     WHERE cardinality(w.pending) > 0 AND w.depth < %(max_depth)s
       AND p.thread_id = ANY(%(thread_ids)s::text[])
 )

@@ -7,14 +7,14 @@ c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
 c.type, c.checkpoint, c.channel_versions, c.metadata_type, c.metadata_blob,
 wr.write_task_ids, wr.write_idxs, wr.write_channels, wr.write_types, wr.write_values
 
--- fragment: tuple_columns
--- The columns `SaverCore.load_tuple` decodes: a `list` row's and the stored values `bl`.
-{listed_columns},
+-- fragment: blob_columns
+-- The stored values `bl` of `checkpoint_tuple_from`.
 bl.blob_channels, bl.blob_versions, bl.blob_bases, bl.blob_types, bl.blob_values
 
 -- fragment: checkpoint_tuple_from
--- A checkpoint row with its stored channel values (delta_chain) and its pending writes.
-SELECT {tuple_columns}
+-- The rest of a statement that selects `listed_columns` and `blob_columns` (the
+-- columns `SaverCore.load_tuple` decodes): a checkpoint row with its stored
+-- channel values (delta_chain) and its pending writes.
 FROM {schema}.pgc_checkpoints c
 CROSS JOIN LATERAL (
     WITH RECURSIVE chain_head(thread_id, checkpoint_ns, channel, version) AS (
@@ -35,21 +35,42 @@ AND (%(filter)s::jsonb IS NULL OR p.metadata @> %(filter)s)
 ORDER BY p.checkpoint_id DESC
 LIMIT %(limit)s
 
--- name: get_latest_checkpoint
--- retry: safe
-{checkpoint_tuple_from}
+-- fragment: latest_checkpoint
 WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns = %(checkpoint_ns)s
 ORDER BY c.checkpoint_id DESC
 LIMIT 1
 
--- name: get_checkpoint_by_id
--- retry: safe
-{checkpoint_tuple_from}
+-- fragment: checkpoint_by_id
 WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns = %(checkpoint_ns)s
   AND c.checkpoint_id = %(checkpoint_id)s
 
--- name: list_checkpoints
+-- name: get_latest_checkpoint
 -- retry: safe
+SELECT {listed_columns}, {blob_columns}
+{checkpoint_tuple_from}
+{latest_checkpoint}
+
+-- name: get_checkpoint_by_id
+-- retry: safe
+SELECT {listed_columns}, {blob_columns}
+{checkpoint_tuple_from}
+{checkpoint_by_id}
+
+-- name: get_latest_checkpoint_sealed
+-- retry: safe
+-- The `_sealed` statements are their plain ones with `sealed_columns`, run by
+-- an encrypting saver only: a plain saver's statements send nothing more.
+SELECT {listed_columns}, {blob_columns}, {sealed_columns}
+{checkpoint_tuple_from}
+{latest_checkpoint}
+
+-- name: get_checkpoint_by_id_sealed
+-- retry: safe
+SELECT {listed_columns}, {blob_columns}, {sealed_columns}
+{checkpoint_tuple_from}
+{checkpoint_by_id}
+
+-- fragment: all_threads_page
 -- `list` across threads (no thread in the config). The page is chosen first, on
 -- the checkpoints table alone, and only its rows get their writes: a prepared
 -- statement's generic plan (from its sixth run) cannot see which filters are
@@ -58,7 +79,6 @@ WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns = %(checkpoint_ns)s
 -- fragment, not as a common table expression, which took the planner 30 us
 -- more: list_thread_checkpoints is planned at every call (its custom plans
 -- cost less than its generic one).
-SELECT {listed_columns}
 FROM (
     SELECT p.*
     FROM {schema}.pgc_checkpoints p
@@ -68,11 +88,9 @@ FROM (
 {ordered_writes}
 ORDER BY c.checkpoint_id DESC
 
--- name: list_thread_every_namespace
--- retry: safe
--- `list_checkpoints` of one thread, every namespace (a config without
--- checkpoint_ns). The thread is a plain equality, as in list_thread_checkpoints.
-SELECT {listed_columns}
+-- fragment: thread_every_namespace_page
+-- `all_threads_page` of one thread, every namespace (a config without
+-- checkpoint_ns). The thread is a plain equality, as in `one_thread_page`.
 FROM (
     SELECT p.*
     FROM {schema}.pgc_checkpoints p
@@ -81,12 +99,10 @@ FROM (
 {ordered_writes}
 ORDER BY c.checkpoint_id DESC
 
--- name: list_thread_checkpoints
--- retry: safe
--- `list_checkpoints` of one thread and namespace, the usual call. The thread is a
+-- fragment: one_thread_page
+-- `all_threads_page` of one thread and namespace, the usual call. The thread is a
 -- plain equality, so a generic plan still reads only that thread's index range
 -- (`$1 IS NULL OR thread_id = $1` would read every thread's checkpoints).
-SELECT {listed_columns}
 FROM (
     SELECT p.*
     FROM {schema}.pgc_checkpoints p
@@ -95,6 +111,36 @@ FROM (
 ) c
 {ordered_writes}
 ORDER BY c.checkpoint_id DESC
+
+-- name: list_checkpoints
+-- retry: safe
+SELECT {listed_columns}
+{all_threads_page}
+
+-- name: list_thread_every_namespace
+-- retry: safe
+SELECT {listed_columns}
+{thread_every_namespace_page}
+
+-- name: list_thread_checkpoints
+-- retry: safe
+SELECT {listed_columns}
+{one_thread_page}
+
+-- name: list_checkpoints_sealed
+-- retry: safe
+SELECT {listed_columns}, {sealed_columns}
+{all_threads_page}
+
+-- name: list_thread_every_namespace_sealed
+-- retry: safe
+SELECT {listed_columns}, {sealed_columns}
+{thread_every_namespace_page}
+
+-- name: list_thread_checkpoints_sealed
+-- retry: safe
+SELECT {listed_columns}, {sealed_columns}
+{one_thread_page}
 
 -- name: listed_values
 -- The stored values of some checkpoints (a `list` page, a page of a thread

@@ -36,12 +36,12 @@ WITH copied_blobs AS (
     ON CONFLICT DO NOTHING
 )
 INSERT INTO {schema}.pgc_checkpoints (
-    thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id,
+    thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, sealed_parent_id, run_id,
     type, checkpoint, channel_versions, inline_channels,
     metadata_type, metadata_blob, metadata, created_at
 )
-SELECT %(target_thread_id)s, checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id,
-       type, checkpoint, channel_versions, inline_channels,
+SELECT %(target_thread_id)s, checkpoint_ns, checkpoint_id, parent_checkpoint_id,
+       sealed_parent_id, run_id, type, checkpoint, channel_versions, inline_channels,
        metadata_type, metadata_blob, metadata, created_at
 FROM {schema}.pgc_checkpoints WHERE thread_id = %(source_thread_id)s
 ON CONFLICT DO NOTHING
@@ -50,8 +50,8 @@ ON CONFLICT DO NOTHING
 -- retry: safe
 -- copy_thread through the client (values sealed to their thread): one page of a
 -- thread's checkpoints in key order. JSON and arrays go as text, to come back as is.
-SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id, type, checkpoint,
-       channel_versions::text AS channel_versions,
+SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, sealed_parent_id, run_id, type,
+       checkpoint, channel_versions::text AS channel_versions,
        to_jsonb(inline_channels)::text AS inline_channels,
        metadata_type, metadata_blob, metadata::text AS metadata, created_at
 FROM {schema}.pgc_checkpoints
@@ -96,19 +96,20 @@ WITH copied_blobs AS (
     ON CONFLICT DO NOTHING
 )
 INSERT INTO {schema}.pgc_checkpoints (
-    thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id,
+    thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, sealed_parent_id, run_id,
     type, checkpoint, channel_versions, inline_channels,
     metadata_type, metadata_blob, metadata, created_at
 )
-SELECT %(thread_id)s, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.run_id,
-       c.type, c.checkpoint, c.channel_versions::jsonb,
+SELECT %(thread_id)s, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
+       c.sealed_parent_id, c.run_id, c.type, c.checkpoint, c.channel_versions::jsonb,
        ARRAY(SELECT jsonb_array_elements_text(c.inline_channels::jsonb)),
        c.metadata_type, c.metadata_blob, c.metadata::jsonb, c.created_at
 FROM unnest(%(checkpoint_ns)s::text[], %(checkpoint_id)s::text[],
-            %(parent_checkpoint_id)s::text[], %(run_id)s::text[], %(type)s::text[],
-            %(checkpoint)s::bytea[], %(channel_versions)s::text[], %(inline_channels)s::text[],
-            %(metadata_type)s::text[], %(metadata_blob)s::bytea[], %(metadata)s::text[],
-            %(created_at)s::timestamptz[])
-     AS c(checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id, type, checkpoint,
-          channel_versions, inline_channels, metadata_type, metadata_blob, metadata, created_at)
+            %(parent_checkpoint_id)s::text[], %(sealed_parent_id)s::text[], %(run_id)s::text[],
+            %(type)s::text[], %(checkpoint)s::bytea[], %(channel_versions)s::text[],
+            %(inline_channels)s::text[], %(metadata_type)s::text[], %(metadata_blob)s::bytea[],
+            %(metadata)s::text[], %(created_at)s::timestamptz[])
+     AS c(checkpoint_ns, checkpoint_id, parent_checkpoint_id, sealed_parent_id, run_id, type,
+          checkpoint, channel_versions, inline_channels, metadata_type, metadata_blob, metadata,
+          created_at)
 ON CONFLICT DO NOTHING

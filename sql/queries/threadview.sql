@@ -10,7 +10,7 @@
 -- for the special writes: errors, interrupts, resumes, whose idx is negative).
 SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.run_id,
        c.created_at, c.type, c.checkpoint, c.channel_versions, c.metadata_type,
-       c.metadata_blob, c.metadata,
+       c.metadata_blob, c.metadata, {sealed_columns},
        octet_length(c.checkpoint) + octet_length(c.metadata_blob) AS record_bytes,
        p.type AS parent_type, p.checkpoint AS parent_checkpoint,
        (SELECT count(DISTINCT x.task_id) FROM {schema}.pgc_writes x
@@ -20,7 +20,8 @@ SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.
        ch.available_channels, ch.changed_channels, ch.changed_versions, ch.changed_stored,
        ch.changed_bytes,
        tr.blob_channels AS trigger_channels, tr.blob_versions AS trigger_versions,
-       tr.blob_types AS trigger_types, tr.blob_values AS trigger_blobs,
+       tr.blob_bases AS trigger_bases, tr.blob_types AS trigger_types,
+       tr.blob_values AS trigger_blobs,
        wr.write_task_ids, wr.write_task_paths, wr.write_idxs, wr.write_channels,
        wr.write_types, wr.write_bytes, wr.write_payloads
 FROM {schema}.pgc_checkpoints c

@@ -43,16 +43,17 @@ WITH parent AS MATERIALIZED (
     ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
 ), new_checkpoint AS (
     INSERT INTO {schema}.pgc_checkpoints (
-        thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id,
+        thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, sealed_parent_id, run_id,
         type, checkpoint, channel_versions, inline_channels,
         metadata_type, metadata_blob, metadata
     )
     SELECT %(thread_id)s, %(checkpoint_ns)s, %(checkpoint_id)s, %(parent_checkpoint_id)s,
-           %(run_id)s, %(type)s, %(checkpoint)s, %(channel_versions)s, %(inline_channels)s,
-           %(metadata_type)s, %(metadata_blob)s, %(metadata)s
+           %(sealed_parent_id)s, %(run_id)s, %(type)s, %(checkpoint)s, %(channel_versions)s,
+           %(inline_channels)s, %(metadata_type)s, %(metadata_blob)s, %(metadata)s
     WHERE (SELECT stored FROM guard)
     ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
         parent_checkpoint_id = EXCLUDED.parent_checkpoint_id,
+        sealed_parent_id = EXCLUDED.sealed_parent_id,
         run_id = EXCLUDED.run_id,
         type = EXCLUDED.type,
         checkpoint = EXCLUDED.checkpoint,

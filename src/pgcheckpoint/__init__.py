@@ -19,6 +19,7 @@ from .errors import (
     PoolTimeoutError,
     SchemaOutOfDateError,
     ThreadBusyError,
+    UnreadableValueError,
     UnserializableValueError,
 )
 from .maintenance.rotation import rotate_key
@@ -37,6 +38,7 @@ __all__ = [
     "SchemaOutOfDateError",
     "Telemetry",
     "ThreadBusyError",
+    "UnreadableValueError",
     "UnserializableValueError",
     "rotate_key",
 ]

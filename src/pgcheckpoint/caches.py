@@ -269,17 +269,23 @@ def _shared(obj: Any) -> bool:
 
 
 def seed_key(
-    key: tuple[str, str, str], pieces: Sequence[tuple[str, str, bytes]]
+    key: tuple[str, str, str], pieces: Sequence[tuple[str, str, bytes, str | None]]
 ) -> tuple[str, ...]:
     """The cache key of a stored value: (thread, namespace, channel, digest of its pieces).
 
+    The digest covers every column a piece is read with (version, type, bytes,
+    delta base): a piece whose columns were edited is not found in the cache,
+    and is decoded, and checked, again.
+
     Example:
-        >>> seed_key(("t", "", "m"), [("v1", "msgpack", b"\\x90")])[:3]
+        >>> seed_key(("t", "", "m"), [("v1", "msgpack", b"\\x90", None)])[:3]
         ('t', '', 'm')
     """
     digest = hashlib.blake2b(digest_size=16)
-    for _, type_, data in pieces:
-        digest.update(type_.encode("utf-8", "surrogatepass") + b"\x00")
+    for version, type_, data, base in pieces:
+        for text in (version, type_, "\x00" if base is None else base):
+            raw = text.encode("utf-8", "surrogatepass")
+            digest.update(len(raw).to_bytes(8, "big") + raw)
         digest.update(len(data or b"").to_bytes(8, "big"))
         digest.update(data or b"")
     return (*key, digest.hexdigest())
@@ -288,8 +294,12 @@ def seed_key(
 def write_key(thread_id: str, ns: str, row: dict[str, Any]) -> tuple[str, ...] | None:
     """The cache key of a stored write, or None when it is too large to keep.
 
+    It holds every column the write is read with, so a write whose channel or
+    task path was edited is decoded, and checked, again.
+
     Example:
-        >>> row = {"checkpoint_id": "c", "task_id": "k", "idx": 0, "type": "msgpack", "blob": b""}
+        >>> row = {"checkpoint_id": "c", "task_id": "k", "idx": 0, "type": "msgpack",
+        ...        "blob": b"", "channel": "m", "task_path": ""}
         >>> write_key("t", "", row)[:5]
         ('t', '', 'c', 'k', '0')
     """
@@ -302,6 +312,8 @@ def write_key(thread_id: str, ns: str, row: dict[str, Any]) -> tuple[str, ...] |
         row["checkpoint_id"],
         row["task_id"],
         str(row["idx"]),
+        row["channel"],
+        row["task_path"],
         row["type"],
         hashlib.blake2b(data, digest_size=16).hexdigest(),
     )

@@ -1,20 +1,24 @@
 """`EncryptedSerde`: AES-256-GCM encryption of every stored value, bound to its row.
 
-The savers serialise a value with the inner serializer, compress it, then call
-`EncryptedSerde.seal` with the value's location (`pgcheckpoint.core.binding`)
-as authenticated data. A ciphertext moved to another row or thread, altered,
-truncated, or read with the wrong key raises `DecryptionError` naming the key
-id and the row; a plaintext row is refused unless `allow_plaintext=True`.
+The savers serialise a value with the inner serializer, then call
+`EncryptedSerde.seal` with the value's location and the columns of its row a
+read relies on (`pgcheckpoint.values.sealed_aad`) as authenticated data. A
+ciphertext moved to another row or thread, altered, truncated, read with the
+wrong key, or whose bound columns were edited raises `DecryptionError` naming
+the table, the row and the key id; a plaintext row is refused unless
+`allow_plaintext=True`.
 
-Stored values look like `(type, data)` with `type = "<inner type>+aesgcm:<key id>"`
-and `data = nonce (12 bytes) + ciphertext + tag (16 bytes)`.
+Stored values look like `(type, data)` with `type = "<inner type>+aesgcm2:<key id>"`
+and `data = nonce (12 bytes) + ciphertext + tag (16 bytes)`. Rows written by
+pgcheckpoint 0.1.0 (`+aesgcm:<key id>`, row format 1) are read while
+`accept_format_1` is on; `pgcheckpoint rotate-key` rewrites them in format 2.
 
 Example:
     >>> import os
     >>> serde = EncryptedSerde(keys={"k1": os.urandom(32)})
     >>> type_, data = serde.dumps_typed({"a": 1})
     >>> type_
-    'msgpack+aesgcm:k1'
+    'msgpack+aesgcm2:k1'
     >>> serde.loads_typed((type_, data))
     {'a': 1}
 """
@@ -33,12 +37,22 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from .errors import DecryptionError, InvalidInputError
-from .values import describe_binding, seal_value, unseal_value
+from .values import (
+    BOUND_COLUMNS,
+    FORMAT_1,
+    FORMAT_2,
+    binding_kind,
+    describe_row,
+    seal_value,
+    unseal_value,
+)
 
 # pycryptodome (1 MiB of a worker's memory) is imported where a value is sealed
 # or opened: `import pgcheckpoint` without encryption does not load it.
 
 __all__ = [
+    "ACCEPT_FORMAT_1_ENV",
+    "ACCEPT_LANGGRAPH_EAX_ENV",
     "KEYS_ENV",
     "LANGGRAPH_KEY_ENV",
     "LANGGRAPH_KEY_ID",
@@ -48,13 +62,19 @@ __all__ = [
 
 KEYS_ENV = "PGCHECKPOINT_AES_KEYS"
 LANGGRAPH_KEY_ENV = "LANGGRAPH_AES_KEY"
+ACCEPT_FORMAT_1_ENV = "PGCHECKPOINT_ACCEPT_FORMAT_1"
+ACCEPT_LANGGRAPH_EAX_ENV = "PGCHECKPOINT_ACCEPT_LANGGRAPH_EAX"
 # The GCM key derived from LANGGRAPH_AES_KEY is stored under this id.
 LANGGRAPH_KEY_ID = "langgraph"
-GCM_PREFIX = "aesgcm:"
+# Row format 2 (every value sealed now), and format 1 (pgcheckpoint 0.1.0).
+GCM_PREFIX = "aesgcm2:"
+GCM_FORMAT_1_PREFIX = "aesgcm:"
 # LangGraph's `EncryptedSerializer.from_pycryptodome_aes()` marks values "+aes".
 EAX_NAME = "aes"
 PLAINTEXT_LABEL = "(plaintext)"
 LANGGRAPH_EAX_LABEL = "(langgraph-eax)"
+# The label of values a key sealed in row format 1: "k1 (0.1.0)".
+FORMAT_1_LABEL = "{} (0.1.0)"
 DEFAULT_FILTERABLE_METADATA = ("source", "step")
 
 _KEY_BYTES = 32
@@ -69,21 +89,35 @@ _GENERATE = (
 
 
 def cipher_label(type_: str | None) -> str:
-    """Which key a stored value's type says it is encrypted under.
+    """Which key a stored value's type says it is encrypted under, and how.
 
-    Returns the key id, `"(langgraph-eax)"` for LangGraph's own format, or
-    `"(plaintext)"`.
+    Returns the key id, the key id followed by ` (0.1.0)` for a value sealed in
+    row format 1 (by pgcheckpoint 0.1.0), `"(langgraph-eax)"` for LangGraph's
+    own format, or `"(plaintext)"`.
 
     Example:
-        >>> cipher_label("msgpack+zstd+aesgcm:k1"), cipher_label("msgpack+zstd")
-        ('k1', '(plaintext)')
+        >>> cipher_label("msgpack+aesgcm2:k1"), cipher_label("msgpack+zstd+aesgcm:k1")
+        ('k1', 'k1 (0.1.0)')
+        >>> cipher_label("msgpack+zstd")
+        '(plaintext)'
     """
     _, sep, last = (type_ or "").rpartition("+")
     if sep and last.startswith(GCM_PREFIX):
         return last[len(GCM_PREFIX) :]
+    if sep and last.startswith(GCM_FORMAT_1_PREFIX):
+        return FORMAT_1_LABEL.format(last[len(GCM_FORMAT_1_PREFIX) :])
     if sep and last == EAX_NAME:
         return LANGGRAPH_EAX_LABEL
     return PLAINTEXT_LABEL
+
+
+def _env_switch(env: Mapping[str, str], name: str) -> bool:
+    value = env.get(name, "").strip().lower()
+    if value in ("", "1", "true", "on", "yes"):
+        return True
+    if value in ("0", "false", "off", "no"):
+        return False
+    raise InvalidInputError(f"{name}={value!r} is not understood; set it to 1 or 0")
 
 
 def _decode_base64(text: str) -> bytes:
@@ -189,6 +223,15 @@ class EncryptedSerde:
         langgraph_key: The key of LangGraph's `EncryptedSerializer` (the value
             of `LANGGRAPH_AES_KEY`): values it wrote can then be read. Without
             `keys`, a key derived from it (id `langgraph`) encrypts.
+        accept_langgraph_eax: Read values in LangGraph's own format (AES-EAX)
+            when `langgraph_key` is given. They are not bound to their row: set
+            it to False once `pgcheckpoint rotate-key` reports none is left.
+        accept_format_1: Read rows sealed by pgcheckpoint 0.1.0, whose columns
+            around the value are not authenticated; set it to False once
+            `pgcheckpoint rotate-key` reports none is left.
+        compress: Compress values before encrypting them. Off by default: the
+            size of a compressed value tells an attacker who can read sizes
+            and add text to a value whether that text repeats what is there.
 
     Raises:
         InvalidInputError: A key has the wrong length or id, or no key is given.
@@ -209,6 +252,9 @@ class EncryptedSerde:
         filterable_metadata: Iterable[str] = DEFAULT_FILTERABLE_METADATA,
         allow_plaintext: bool = False,
         langgraph_key: bytes | str | None = None,
+        accept_langgraph_eax: bool = True,
+        accept_format_1: bool = True,
+        compress: bool = False,
     ) -> None:
         self._configure(
             keys,
@@ -220,6 +266,9 @@ class EncryptedSerde:
             keys_source="keys",
             langgraph_source="langgraph_key",
         )
+        self.accept_langgraph_eax = accept_langgraph_eax
+        self.accept_format_1 = accept_format_1
+        self.compress = compress
 
     def _configure(
         self,
@@ -275,6 +324,7 @@ class EncryptedSerde:
         serde: SerializerProtocol | None = None,
         filterable_metadata: Iterable[str] = DEFAULT_FILTERABLE_METADATA,
         allow_plaintext: bool = False,
+        compress: bool = False,
         environ: Mapping[str, str] | None = None,
     ) -> EncryptedSerde:
         """Keys from `PGCHECKPOINT_AES_KEYS` (and `LANGGRAPH_AES_KEY`, if set).
@@ -283,6 +333,9 @@ class EncryptedSerde:
         key encrypts. `LANGGRAPH_AES_KEY` (LangGraph's raw 16/24/32-byte key)
         lets values written by LangGraph's `EncryptedSerializer` be read; set
         alone, a key derived from it encrypts too.
+        `PGCHECKPOINT_ACCEPT_LANGGRAPH_EAX=0` and `PGCHECKPOINT_ACCEPT_FORMAT_1=0`
+        stop reading values in LangGraph's format and rows sealed by
+        pgcheckpoint 0.1.0 (`accept_langgraph_eax`, `accept_format_1`).
 
         Example:
             >>> key = base64.b64encode(os.urandom(32)).decode()
@@ -311,6 +364,9 @@ class EncryptedSerde:
             keys_source=KEYS_ENV,
             langgraph_source=LANGGRAPH_KEY_ENV,
         )
+        serde_.accept_langgraph_eax = _env_switch(env, ACCEPT_LANGGRAPH_EAX_ENV)
+        serde_.accept_format_1 = _env_switch(env, ACCEPT_FORMAT_1_ENV)
+        serde_.compress = compress
         return serde_
 
     @property
@@ -329,15 +385,27 @@ class EncryptedSerde:
 
         Example:
             >>> EncryptedSerde(keys={"k1": bytes(32)}).active_suffix
-            '+aesgcm:k1'
+            '+aesgcm2:k1'
         """
         return f"+{GCM_PREFIX}{self.active}"
+
+    @property
+    def reads_langgraph_eax(self) -> bool:
+        """Whether values in LangGraph's own format (not bound to a row) are read.
+
+        Example:
+            >>> EncryptedSerde(keys={"k1": bytes(32)}).reads_langgraph_eax
+            False
+        """
+        return self._legacy_key is not None and self.accept_langgraph_eax
 
     def __repr__(self) -> str:
         return (
             f"EncryptedSerde(active={self.active!r}, key_ids={list(self.key_ids)!r}, "
             f"filterable_metadata={self.filterable_metadata!r}, "
-            f"allow_plaintext={self.allow_plaintext!r})"
+            f"allow_plaintext={self.allow_plaintext!r}, "
+            f"accept_langgraph_eax={self.reads_langgraph_eax!r}, "
+            f"accept_format_1={self.accept_format_1!r}, compress={self.compress!r})"
         )
 
     # -- the Sealer protocol (used by the savers) ------------------------------------
@@ -349,7 +417,7 @@ class EncryptedSerde:
             >>> serde = EncryptedSerde(keys={"k1": bytes(32)})
             >>> suffix, sealed = serde.seal(b"hi", b"blob")
             >>> suffix, len(sealed)
-            ('aesgcm:k1', 30)
+            ('aesgcm2:k1', 30)
         """
         from Crypto.Cipher import AES
         from Crypto.Random import get_random_bytes
@@ -360,12 +428,23 @@ class EncryptedSerde:
         ciphertext, tag = cipher.encrypt_and_digest(data)
         return GCM_PREFIX + self.active, nonce + ciphertext + tag
 
+    def row_format(self, type_: str) -> int:
+        """The layout of the authenticated data a stored type was sealed with.
+
+        Example:
+            >>> serde = EncryptedSerde(keys={"k1": bytes(32)})
+            >>> serde.row_format("msgpack+aesgcm2:k1"), serde.row_format("msgpack+aesgcm:k1")
+            (2, 1)
+        """
+        return FORMAT_2 if type_.rpartition("+")[2].startswith(GCM_PREFIX) else FORMAT_1
+
     def unseal(self, type_: str, data: bytes, aad: bytes) -> tuple[str, bytes]:
         """Decrypt a stored value; return its type without the cipher part, and the plaintext.
 
         Raises:
             DecryptionError: Wrong or missing key, altered, truncated or moved
-                ciphertext, or a plaintext value while `allow_plaintext` is off.
+                ciphertext, or a value in a format this serde is set not to
+                read (plaintext, LangGraph's EAX, pgcheckpoint 0.1.0's rows).
 
         Example:
             >>> serde = EncryptedSerde(keys={"k1": bytes(32)})
@@ -377,19 +456,28 @@ class EncryptedSerde:
         inner, sep, last = (type_ or "").rpartition("+")
         if sep and last.startswith(GCM_PREFIX):
             return inner, self._open_gcm(last[len(GCM_PREFIX) :], data, aad)
+        if sep and last.startswith(GCM_FORMAT_1_PREFIX):
+            if not self.accept_format_1:
+                raise DecryptionError(
+                    f"{describe_row(aad)} was sealed by pgcheckpoint 0.1.0 (type {type_!r}), whose "
+                    "rows do not authenticate their columns, and accept_format_1 is off; "
+                    f"run `pgcheckpoint rotate-key` with {ACCEPT_FORMAT_1_ENV}=1 to rewrite "
+                    "such rows, or restore them from a backup"
+                )
+            return inner, self._open_gcm(last[len(GCM_FORMAT_1_PREFIX) :], data, aad)
         if sep and last == EAX_NAME:
             return inner, self._open_eax(type_, data, aad)
         if self.allow_plaintext:
             return type_, data
         raise DecryptionError(
-            f"{describe_binding(aad)} is stored unencrypted (type {type_!r}) and encryption "
+            f"{describe_row(aad)} is stored unencrypted (type {type_!r}) and encryption "
             "is on, so it is refused; pass EncryptedSerde(allow_plaintext=True) while "
             "migrating a database written without encryption, then run "
             "`pgcheckpoint rotate-key`"
         )
 
     def _open_gcm(self, key_id: str, data: bytes, aad: bytes) -> bytes:
-        where = describe_binding(aad)
+        where = describe_row(aad)
         key = self._keys.get(key_id)
         if key is None:
             raise DecryptionError(
@@ -412,19 +500,32 @@ class EncryptedSerde:
                 cipher.decrypt_and_verify(data[_NONCE_BYTES:-_TAG_BYTES], data[-_TAG_BYTES:])
             )
         except ValueError:
+            columns = BOUND_COLUMNS.get(binding_kind(aad), ())
+            if aad.startswith(b"2/") and columns:
+                what = f"the value or a column bound to it ({', '.join(columns)}) was altered"
+            else:
+                what = "the value was altered"
             raise DecryptionError(
-                f"cannot decrypt {where} with key {key_id!r}: authentication failed, so the "
-                "value was altered or truncated, belongs to another row or thread, or was "
-                f"encrypted under another key named {key_id!r}"
+                f"cannot decrypt {where} with key {key_id!r}: authentication failed, so "
+                f"{what} or truncated, belongs to another row or thread, or was encrypted "
+                f"under another key named {key_id!r}; restore the row from a backup, or "
+                "delete the thread"
             ) from None
 
     def _open_eax(self, type_: str, data: bytes, aad: bytes) -> bytes:
-        where = describe_binding(aad)
+        where = describe_row(aad)
         if self._legacy_key is None:
             raise DecryptionError(
                 f"cannot decrypt {where}: it was written by LangGraph's EncryptedSerializer "
                 f"(type {type_!r}) and no LangGraph key is configured; set {LANGGRAPH_KEY_ENV} "
                 "or pass langgraph_key="
+            )
+        if not self.accept_langgraph_eax:
+            raise DecryptionError(
+                f"{where} is in LangGraph's own format (type {type_!r}), which is not bound "
+                f"to its row, and reading it is off ({ACCEPT_LANGGRAPH_EAX_ENV}=0 or "
+                "accept_langgraph_eax=False); turn it on and run `pgcheckpoint rotate-key` "
+                "to rewrite such values"
             )
         nonce = data[:_EAX_NONCE_BYTES]
         tag = data[_EAX_NONCE_BYTES : _EAX_NONCE_BYTES + _TAG_BYTES]
@@ -451,7 +552,7 @@ class EncryptedSerde:
 
         Example:
             >>> EncryptedSerde(keys={"k1": bytes(32)}).dumps_typed("x")[0]
-            'msgpack+aesgcm:k1'
+            'msgpack+aesgcm2:k1'
         """
         return seal_value(self, *self.inner.dumps_typed(obj), b"")
 

@@ -22,6 +22,7 @@ __all__ = [
     "PoolTimeoutError",
     "SchemaOutOfDateError",
     "ThreadBusyError",
+    "UnreadableValueError",
     "UnserializableValueError",
 ]
 
@@ -93,8 +94,25 @@ class ThreadBusyError(PgCheckpointError):
         super().__init__(message)
 
 
-class DecryptionError(PgCheckpointError):
-    """A stored value could not be decrypted or authenticated.
+class UnreadableValueError(PgCheckpointError):
+    """A stored value cannot be read back: corrupt, truncated, NULL, or not decryptable.
+
+    The message names the table and row. `DecryptionError` is the kind raised
+    when encryption is on and a value, or a column a read relies on, fails
+    authentication.
+
+    Example:
+        >>> issubclass(DecryptionError, UnreadableValueError)
+        True
+    """
+
+
+class DecryptionError(UnreadableValueError):
+    """A stored value, or a column bound to it, could not be decrypted or authenticated.
+
+    Raised with encryption on for a wrong or missing key, and for any row
+    altered behind the saver's back: the message names the table, the row and
+    the key.
 
     Example:
         >>> str(DecryptionError("blob of channel 'messages' failed authentication"))

@@ -2,9 +2,18 @@
 
 Every value the savers store (a checkpoint, its metadata, a channel value, a
 pending write) goes through `ValueCodec.dump_value`: the serializer's bytes,
-compressed with zstd when that pays, then sealed by an encrypting serializer
-(a `Sealer`) with the value's `binding` (where it is stored) as authenticated
-data. `load_value` is the inverse.
+compressed with zstd when that pays (only without encryption, unless the
+`Sealer` asks for it: a compressed size tells what the content is), then
+sealed by an encrypting serializer (a `Sealer`) with the value's `binding`
+(where it is stored) and the `columns` of its row a read relies on as
+authenticated data. `load_value` is the inverse; a value that cannot be read
+back (corrupt, truncated, NULL) raises `UnreadableValueError` naming its row.
+
+Row formats: rows sealed by pgcheckpoint 0.1.0 (format 1) authenticate the
+binding and the type only; format 2, which every seal now writes, also binds
+the columns (a blob's delta base, a write's channel and task path, the
+metadata keys kept readable) and marks itself in the authenticated data, so a
+format-2 value cannot be passed off as format 1.
 
 Example:
     >>> from pgcheckpoint.values import binding, describe_binding
@@ -20,15 +29,18 @@ from typing import Any, Protocol, runtime_checkable
 import zstandard
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from .errors import UnserializableValueError
+from .errors import PgCheckpointError, UnreadableValueError, UnserializableValueError
 
 __all__ = [
     "COMPRESS_SUFFIX",
+    "FORMAT_1",
+    "FORMAT_2",
     "Sealer",
     "ValueCodec",
     "as_sealer",
     "binding",
     "describe_binding",
+    "describe_row",
     "seal_value",
     "sealed_aad",
     "unseal_value",
@@ -36,16 +48,25 @@ __all__ = [
 
 # The stored type of a compressed value ends with this.
 COMPRESS_SUFFIX = "+zstd"
+# Row formats of sealed values (see the module's docstring).
+FORMAT_1 = 1
+FORMAT_2 = 2
+# Starts the authenticated data of a format-2 value; no binding starts with it.
+_FORMAT_2_TAG = b"2/"
+# A column that is NULL, in the authenticated data (a real part is shorter).
+_NULL_PART = b"\xff\xff\xff\xff"
 
 
 @runtime_checkable
 class Sealer(Protocol):
     """A serializer that encrypts, bound to where each value is stored.
 
-    The codec serialises with `inner`, compresses, then calls `seal` with the
-    value's binding and type (`sealed_aad`) as authenticated data; reading
-    calls `unseal`, which returns the type left once the cipher's part (the
-    last `+` part of the stored type) is removed.
+    The codec serialises with `inner`, compresses when `compress` says so,
+    then calls `seal` with the value's binding, row columns and type
+    (`sealed_aad`) as authenticated data; `seal` writes format 2. Reading asks
+    `row_format` which layout a stored type was sealed with, then calls
+    `unseal`, which returns the type left once the cipher's part (the last `+`
+    part of the stored type) is removed.
 
     Example:
         >>> isinstance(object(), Sealer)
@@ -53,10 +74,13 @@ class Sealer(Protocol):
     """
 
     inner: SerializerProtocol
+    compress: bool
 
     def seal(self, data: bytes, aad: bytes) -> tuple[str, bytes]: ...
 
     def unseal(self, type_: str, data: bytes, aad: bytes) -> tuple[str, bytes]: ...
+
+    def row_format(self, type_: str) -> int: ...
 
 
 def as_sealer(serde: object) -> Sealer | None:
@@ -91,39 +115,70 @@ def binding(kind: str, *parts: str | int) -> bytes:
     return b"".join(out)
 
 
-def sealed_aad(aad: bytes, type_: str) -> bytes:
-    """What a sealed value authenticates: its row's binding and its type under the seal.
+Columns = tuple[str | int | None, ...]
+
+
+def sealed_aad(aad: bytes, type_: str, columns: Columns | None = None) -> bytes:
+    """What a sealed value authenticates: its row's binding, row columns and type.
 
     With the type bound too, a stored type cannot be edited to have the
-    plaintext read by another decoder (`bytes` as `pickle`, say).
+    plaintext read by another decoder (`bytes` as `pickle`, say). `columns`
+    None is format 1 (binding and type only); a tuple, even empty, is format 2.
 
     Example:
         >>> sealed_aad(binding("blob", "t1"), "msgpack") == binding("blob", "t1", "msgpack")
         True
+        >>> sealed_aad(binding("blob", "t1"), "msgpack", (None,)).startswith(b"2/blob")
+        True
     """
     raw = type_.encode("utf-8", "surrogatepass")
-    return aad + len(raw).to_bytes(4, "big") + raw
+    typed = len(raw).to_bytes(4, "big") + raw
+    if columns is None:
+        return aad + typed
+    parts = [_FORMAT_2_TAG, aad]
+    for column in columns:
+        if column is None:
+            parts.append(_NULL_PART)
+        else:
+            value = str(column).encode("utf-8", "surrogatepass")
+            parts.append(len(value).to_bytes(4, "big") + value)
+    parts.append(typed)
+    return b"".join(parts)
 
 
-def seal_value(sealer: Sealer, type_: str, data: bytes, aad: bytes) -> tuple[str, bytes]:
-    """Seal serialised bytes of type `type_` for the row `aad` binds; returns the stored pair.
+def seal_value(
+    sealer: Sealer, type_: str, data: bytes, aad: bytes, columns: Columns = ()
+) -> tuple[str, bytes]:
+    """Seal serialised bytes of type `type_` for the row `aad` and `columns` bind (format 2).
 
     Example:
         >>> seal_value(serde, "msgpack", b"...", aad)  # doctest: +SKIP
-        ('msgpack+aesgcm:k1', b'...')
+        ('msgpack+aesgcm2:k1', b'...')
     """
-    suffix, sealed = sealer.seal(data, sealed_aad(aad, type_))
+    suffix, sealed = sealer.seal(data, sealed_aad(aad, type_, columns))
     return f"{type_}+{suffix}", sealed
 
 
-def unseal_value(sealer: Sealer, type_: str, data: bytes | None, aad: bytes) -> tuple[str, bytes]:
+def unseal_value(
+    sealer: Sealer, type_: str, data: bytes | None, aad: bytes, columns: Columns = ()
+) -> tuple[str, bytes]:
     """The inverse of `seal_value`: the type under the seal, and the plaintext.
 
+    A value sealed in format 1 (by pgcheckpoint 0.1.0) is checked against its
+    binding and type only: `columns` are not part of it.
+
     Example:
-        >>> unseal_value(serde, "msgpack+aesgcm:k1", sealed, aad)  # doctest: +SKIP
+        >>> unseal_value(serde, "msgpack+aesgcm2:k1", sealed, aad)  # doctest: +SKIP
         ('msgpack', b'...')
     """
-    return sealer.unseal(type_, data or b"", sealed_aad(aad, type_.rpartition("+")[0]))
+    if data is None:
+        raise UnreadableValueError(
+            f"the {describe_row(aad)} is NULL although its type {type_!r} says it holds "
+            "a value; the row was altered or damaged: restore it from a backup, or delete "
+            "the thread"
+        )
+    bound = columns if sealer.row_format(type_) == FORMAT_2 else None
+    return sealer.unseal(type_, data, sealed_aad(aad, type_.rpartition("+")[0], bound))
 
 
 # What each binding kind's parts are, to describe a binding in an error; the
@@ -135,11 +190,29 @@ _BINDING_PARTS = {
     "write": ("thread", "namespace", "checkpoint", "task", "idx"),
     "": (),
 }
+# The table that stores each kind of value, named in errors.
+BINDING_TABLES = {
+    "checkpoint": "pgc_checkpoints",
+    "metadata": "pgc_checkpoints",
+    "blob": "pgc_blobs",
+    "write": "pgc_writes",
+}
+# The columns format 2 binds besides the row's key, named in errors.
+BOUND_COLUMNS = {
+    "checkpoint": (),
+    "metadata": ("the keys of metadata",),
+    "blob": ("base_version",),
+    "write": ("channel", "task_path"),
+}
 
 
 def _binding_parts(rest: bytes) -> list[str] | None:
     parts = []
     while rest:
+        if rest[:4] == _NULL_PART:
+            parts.append("")
+            rest = rest[4:]
+            continue
         size = int.from_bytes(rest[:4], "big")
         if len(rest) < 4 + size:
             return None
@@ -151,6 +224,32 @@ def _binding_parts(rest: bytes) -> list[str] | None:
     return parts
 
 
+def binding_kind(aad: bytes) -> str:
+    """The kind of row a binding (or `sealed_aad`) names: `checkpoint`, `blob`, ... or "".
+
+    Example:
+        >>> binding_kind(binding("blob", "t1", "", "c", "v"))
+        'blob'
+    """
+    aad = aad.removeprefix(_FORMAT_2_TAG)
+    for kind in _BINDING_PARTS:
+        if kind and aad.startswith(kind.encode("ascii")):
+            return kind
+    return ""
+
+
+def describe_row(aad: bytes) -> str:
+    """`describe_binding` with the table that stores the row, for error messages.
+
+    Example:
+        >>> describe_row(binding("blob", "t1", "", "messages", "v1"))
+        "value of channel 'messages' version 'v1' in thread 't1', namespace '' (table pgc_blobs)"
+    """
+    table = BINDING_TABLES.get(binding_kind(aad))
+    where = describe_binding(aad)
+    return f"{where} (table {table})" if table else where
+
+
 def describe_binding(aad: bytes) -> str:
     """The row a `binding` (or `sealed_aad`) names, in words, for error messages.
 
@@ -158,12 +257,15 @@ def describe_binding(aad: bytes) -> str:
         >>> describe_binding(binding("write", "t1", "", "c1", "task", 0))
         "write 0 of task 'task' at checkpoint 'c1' in thread 't1', namespace ''"
     """
+    format_2 = aad.startswith(_FORMAT_2_TAG)
+    aad = aad.removeprefix(_FORMAT_2_TAG)
     for kind, names in _BINDING_PARTS.items():
         if not aad.startswith(kind.encode("ascii")):
             continue
         parts = _binding_parts(aad[len(kind) :])
-        # one part more is the type `sealed_aad` adds
-        if parts is None or len(parts) not in (len(names), len(names) + 1):
+        # one part more is the type `sealed_aad` adds; format 2 adds the columns
+        extra = len(BOUND_COLUMNS.get(kind, ())) if format_2 else 0
+        if parts is None or not len(names) <= len(parts) <= len(names) + extra + 1:
             continue
         p = dict(zip(names, parts, strict=False))
         if not kind:
@@ -196,6 +298,7 @@ class _ZstdContexts:
     """
 
     def __init__(self) -> None:
+        # the checksum makes a damaged frame fail to decompress, not decode as garbage
         self._lock = threading.Lock()
         self._compressors: dict[int, tuple[threading.Lock, zstandard.ZstdCompressor]] = {}
         self._decompressors: list[zstandard.ZstdDecompressor] = []
@@ -205,9 +308,8 @@ class _ZstdContexts:
         found = self._compressors.get(size_class)
         if found is None:
             with self._lock:
-                found = self._compressors.setdefault(
-                    size_class, (threading.Lock(), zstandard.ZstdCompressor(level=3))
-                )
+                compressor = zstandard.ZstdCompressor(level=3, write_checksum=True)
+                found = self._compressors.setdefault(size_class, (threading.Lock(), compressor))
         with found[0]:
             return found[1].compress(data)
 
@@ -240,12 +342,13 @@ class ValueCodec:
     # Values this small stay uncompressed: zstd's frame costs more than it saves.
     compress_min_bytes: int = 1024
 
-    def dump_value(self, value: Any, aad: bytes) -> tuple[str, bytes]:
+    def dump_value(self, value: Any, aad: bytes, columns: Columns = ()) -> tuple[str, bytes]:
         """Serialise one value: compressed when that pays, sealed when encrypting.
 
-        `aad` is the value's `binding`; an encrypting serializer authenticates it.
+        `aad` is the value's `binding` and `columns` the row's columns a read
+        relies on; an encrypting serializer authenticates both.
         """
-        return self.pack_value(*self.serialize(value, aad), aad)
+        return self.pack_value(*self.serialize(value, aad), aad, columns)
 
     def serialize(self, value: Any, aad: bytes) -> tuple[str, bytes]:
         """The inner serializer's type and bytes for a value bound to `aad`.
@@ -263,9 +366,27 @@ class ValueCodec:
                 "out of the graph's state, or pass a serde that handles them"
             ) from exc
 
-    def load_value(self, type_: str, data: bytes | None, aad: bytes) -> Any:
-        """The inverse of `dump_value`."""
-        return self.inner_serde.loads_typed(self.unpack_value(type_, data, aad))
+    def load_value(self, type_: str, data: bytes | None, aad: bytes, columns: Columns = ()) -> Any:
+        """The inverse of `dump_value`.
+
+        Raises:
+            UnreadableValueError: The stored value is corrupt, truncated or NULL,
+                or (`DecryptionError`) fails decryption or authentication.
+        """
+        return self.decode(*self.unpack_value(type_, data, aad, columns), aad)
+
+    def decode(self, type_: str, data: bytes, aad: bytes) -> Any:
+        """The inner serializer's value of unpacked bytes, or an error naming the row."""
+        try:
+            return self.inner_serde.loads_typed((type_, data))
+        except PgCheckpointError:
+            raise
+        except Exception as exc:
+            raise UnreadableValueError(
+                f"cannot read the {describe_row(aad)}: the serializer cannot decode its "
+                f"{type_!r} bytes ({type(exc).__name__}: {exc}); the row is damaged or was "
+                "written by a serializer configured differently"
+            ) from exc
 
     @property
     def inner_serde(self) -> SerializerProtocol:
@@ -273,23 +394,44 @@ class ValueCodec:
         sealer = as_sealer(self.serde)
         return sealer.inner if sealer is not None else self.serde
 
-    def pack_value(self, type_: str, data: bytes, aad: bytes) -> tuple[str, bytes]:
-        """Compress (when that pays) and seal serialised bytes for storage."""
-        if len(data) >= self.compress_min_bytes and "+" not in type_:
+    def pack_value(
+        self, type_: str, data: bytes, aad: bytes, columns: Columns = ()
+    ) -> tuple[str, bytes]:
+        """Compress (when that pays and is allowed) and seal serialised bytes for storage."""
+        sealer = as_sealer(self.serde)
+        if (
+            len(data) >= self.compress_min_bytes
+            and "+" not in type_
+            and (sealer is None or sealer.compress)
+        ):
             packed = _ZSTD.compress(data)
             if len(packed) < len(data):
                 type_, data = type_ + COMPRESS_SUFFIX, packed
-        sealer = as_sealer(self.serde)
         if sealer is not None:
-            type_, data = seal_value(sealer, type_, data, aad)
+            type_, data = seal_value(sealer, type_, data, aad, columns)
         return type_, data
 
-    def unpack_value(self, type_: str, data: bytes | None, aad: bytes) -> tuple[str, bytes]:
+    def unpack_value(
+        self, type_: str, data: bytes | None, aad: bytes, columns: Columns = ()
+    ) -> tuple[str, bytes]:
         """The inverse of `pack_value`: the serializer's type and bytes."""
         sealer = as_sealer(self.serde)
         if sealer is not None:
-            type_, data = unseal_value(sealer, type_, data, aad)
+            type_, data = unseal_value(sealer, type_, data, aad, columns)
+        elif data is None and type_ not in ("null", "empty"):
+            raise UnreadableValueError(
+                f"the {describe_row(aad)} is NULL although its type {type_!r} says it "
+                "holds a value; the row was altered or damaged: restore it from a backup, "
+                "or delete the thread"
+            )
         if type_.endswith(COMPRESS_SUFFIX) and data is not None:
             type_ = type_[: -len(COMPRESS_SUFFIX)]
-            data = _ZSTD.decompress(data)
+            try:
+                data = _ZSTD.decompress(data)
+            except zstandard.ZstdError as exc:
+                raise UnreadableValueError(
+                    f"cannot read the {describe_row(aad)}: its zstd frame is corrupt or "
+                    f"truncated ({exc}); the row was altered or damaged: restore it from a "
+                    "backup, or delete the thread"
+                ) from exc
         return type_, data  # type: ignore[return-value]

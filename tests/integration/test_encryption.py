@@ -156,7 +156,7 @@ async def test_conformance_suite_passes_with_encryption_on(
             " UNION ALL SELECT type FROM pgc_blobs WHERE type <> 'empty'"
             " UNION ALL SELECT type FROM pgc_writes"
         ).fetchall()
-    assert types and all(t.endswith("+aesgcm:k1") for (t,) in types)
+    assert types and all(t.endswith("+aesgcm2:k1") for (t,) in types)
 
 
 # -- nothing in clear ---------------------------------------------------------------------
@@ -645,7 +645,7 @@ def test_rotation_never_undoes_a_concurrent_save(db_dsn: str, raw: psycopg.Conne
         assert first is not None and first.checkpoint["channel_values"]["count"] == 777
         check_tuple(reader.get_tuple(configs[1]), "t1", 1)
     types = raw.execute("SELECT type FROM pgc_checkpoints ORDER BY checkpoint_id").fetchall()
-    assert [r["type"] for r in types] == ["msgpack+aesgcm:k1", "msgpack+aesgcm:k2"]
+    assert [r["type"] for r in types] == ["msgpack+aesgcm2:k1", "msgpack+aesgcm2:k2"]
 
 
 def test_an_interrupted_rotation_resumes(db_dsn: str) -> None:

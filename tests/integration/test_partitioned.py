@@ -69,6 +69,7 @@ _PARTITION = re.compile(rf"^({'|'.join(TABLES)})_p\d+$")
 # availability and scaling"). On Citus each runs on every shard.
 SPANNING = {
     "list_checkpoints": "`list` without a thread: the newest checkpoints of every thread",
+    "list_checkpoints_sealed": "`list_checkpoints` of an encrypting saver",
     "run_checkpoints": "delete_for_runs: the run_id index of every partition",
     "retention_count_candidates": "retention progress: one pass over the checkpoints",
     "retention_candidates": "retention: a walk of the primary key, thread by thread",
@@ -202,6 +203,7 @@ def workload(dsn: str, log: StatementLog) -> None:
             pool, telemetry=log, serde=EncryptedSerde(keys=keys, allow_plaintext=True)
         )
         threads = asyncio.run(write_threads(SaverApi(plain), dsn))
+        list(plain.list(None, limit=3))  # before any sealed row: a plain saver refuses those
         chats = {}
         for saver in (plain, sealed):
             graph = chat_graph(saver, snapshot_frequency=3)
@@ -213,8 +215,12 @@ def workload(dsn: str, log: StatementLog) -> None:
         chat = chats[plain]
         list(reader.list(None, limit=3))
         list(plain.list({"configurable": {"thread_id": chat}}))
+        list(sealed.list({"configurable": {"thread_id": chats[sealed]}}))
         latest = plain.get_tuple({"configurable": {"thread_id": chat}})
         assert latest is not None
+        sealed_latest = sealed.get_tuple({"configurable": {"thread_id": chats[sealed]}})
+        assert sealed_latest is not None
+        assert sealed.get_tuple(sealed_latest.config) is not None
         plain.copy_thread(chat, f"{chat}-copy")
         sealed.copy_thread(chats[sealed], f"{chats[sealed]}-copy")
         plain.prune([f"{chat}-copy"])

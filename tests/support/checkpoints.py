@@ -22,3 +22,11 @@ def with_values(values: Mapping[str, Any], **fields: Any) -> tuple[Checkpoint, d
         channel_values=dict(values), channel_versions=dict(versions), **fields
     )
     return checkpoint, versions
+
+
+def config(thread_id: str, checkpoint_id: str | None = None) -> Any:
+    """The config of a thread's root namespace, at `checkpoint_id` if given."""
+    conf: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ""}
+    if checkpoint_id is not None:
+        conf["checkpoint_id"] = checkpoint_id
+    return {"configurable": conf}

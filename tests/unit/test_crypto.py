@@ -14,6 +14,7 @@ from pgcheckpoint import DecryptionError, EncryptedSerde, InvalidInputError
 from pgcheckpoint.caches import MISSING
 from pgcheckpoint.core import SaverCore
 from pgcheckpoint.crypto import cipher_label, parse_keys
+from pgcheckpoint.integrity import add_structure
 from pgcheckpoint.maintenance.rotation import not_active, rotate_page_op, value_counts_op
 from pgcheckpoint.values import Sealer, binding, describe_binding, sealed_aad
 
@@ -41,7 +42,7 @@ def test_the_first_key_of_the_variable_encrypts_and_every_key_decrypts() -> None
     )
     assert both.active == "k2" and both.key_ids == ("k2", "k1")
     assert both.loads_typed(old.dumps_typed({"a": 1})) == {"a": 1}
-    assert both.dumps_typed("x")[0] == "msgpack+aesgcm:k2"
+    assert both.dumps_typed("x")[0] == "msgpack+aesgcm2:k2"
 
 
 def test_url_safe_base64_and_missing_padding_are_accepted() -> None:
@@ -95,7 +96,7 @@ def test_the_keys_never_appear_in_repr() -> None:
 def test_every_value_gets_a_fresh_nonce() -> None:
     s = serde()
     first, second = s.seal(b"same", WHERE), s.seal(b"same", WHERE)
-    assert first[0] == second[0] == "aesgcm:k1"
+    assert first[0] == second[0] == "aesgcm2:k1"
     assert first[1] != second[1]
     assert first[1][:12] != second[1][:12]
 
@@ -168,15 +169,16 @@ def test_langgraph_aes_key_alone_is_enough(monkeypatch: pytest.MonkeyPatch) -> N
     assert s.active == "langgraph"
     assert s.loads_typed(stored) == [1, 2]
     assert s.loads_typed(s.dumps_typed("new")) == "new"
-    assert s.dumps_typed("new")[0] == "msgpack+aesgcm:langgraph"
+    assert s.dumps_typed("new")[0] == "msgpack+aesgcm2:langgraph"
     monkeypatch.setenv("LANGGRAPH_AES_KEY", "short")
     with pytest.raises(InvalidInputError, match="LANGGRAPH_AES_KEY is 5 bytes long"):
         EncryptedSerde.from_env()
 
 
 def test_cipher_labels() -> None:
-    assert cipher_label("msgpack+aesgcm:k1") == "k1"
-    assert cipher_label("msgpack+zstd+aesgcm:k-2.x") == "k-2.x"
+    assert cipher_label("msgpack+aesgcm2:k1") == "k1"
+    assert cipher_label("msgpack+zstd+aesgcm2:k-2.x") == "k-2.x"
+    assert cipher_label("msgpack+zstd+aesgcm:k1") == "k1 (0.1.0)"
     assert cipher_label("msgpack+aes") == "(langgraph-eax)"
     assert cipher_label("msgpack") == cipher_label("msgpack+zstd") == "(plaintext)"
 
@@ -217,26 +219,34 @@ def test_bindings_describe_their_row(aad: bytes, text: str) -> None:
 # -- the core with an encrypting serializer ---------------------------------------------
 
 
-def test_the_core_compresses_then_seals_and_back() -> None:
+def test_the_core_seals_without_compressing_unless_asked() -> None:
     core = SaverCore(serde=serde())
     assert isinstance(core.serde, Sealer)
     big = {"text": "abc" * 2000}
     type_, data = core.dump_value(big, WHERE)
-    assert type_ == "msgpack+zstd+aesgcm:k1"
-    assert b"abc" not in data
+    assert type_ == "msgpack+aesgcm2:k1"
+    assert len(data) > 6000 and b"abc" not in data
     assert core.load_value(type_, data, WHERE) == big
     with pytest.raises(DecryptionError):
         core.load_value(type_, data, binding("blob", "t1", "", "messages", "v2"))
+    squeezed = SaverCore(serde=serde(compress=True))
+    type_, data = squeezed.dump_value(big, WHERE)
+    assert type_ == "msgpack+zstd+aesgcm2:k1" and len(data) < 200
+    assert squeezed.load_value(type_, data, WHERE) == big
+    plain = SaverCore(serde=JsonPlusSerializer())
+    assert plain.dump_value(big, WHERE)[0] == "msgpack+zstd"
 
 
 def test_the_stored_type_is_authenticated_too() -> None:
     core = SaverCore(serde=serde(serde=JsonPlusSerializer(pickle_fallback=True)))
     type_, data = core.dump_value(b"user supplied bytes", WHERE)
-    assert type_ == "bytes+aesgcm:k1"
+    assert type_ == "bytes+aesgcm2:k1"
     assert core.load_value(type_, data, WHERE) == b"user supplied bytes"
-    for forged in ("pickle+aesgcm:k1", "msgpack+aesgcm:k1", "bytes+zstd+aesgcm:k1"):
+    # another decoder, or the same value passed off as written by 0.1.0
+    for forged in ("pickle+aesgcm2:k1", "msgpack+aesgcm2:k1", "bytes+aesgcm:k1"):
         with pytest.raises(DecryptionError, match="authentication failed"):
             core.load_value(forged, data, WHERE)
+    core = SaverCore(serde=serde(serde=JsonPlusSerializer(), compress=True))
     type_, data = core.dump_value({"text": "abc" * 2000}, WHERE)
     with pytest.raises(DecryptionError, match="authentication failed"):
         core.load_value(type_.replace("+zstd", ""), data, WHERE)
@@ -258,7 +268,7 @@ def test_filtering_on_an_encrypted_metadata_key_is_refused() -> None:
     with pytest.raises(InvalidInputError, match="'secret': it is stored encrypted"):
         next(core.list_op(None, filter={"step": 1, "secret": "x"}))
     assert next(core.list_op(None, filter={"step": 1, "source": "loop"})).name == (
-        "list_checkpoints"
+        "list_checkpoints_sealed"
     )
     plain = SaverCore(serde=JsonPlusSerializer())
     assert next(plain.list_op(None, filter={"secret": "x"})).name == "list_checkpoints"
@@ -274,17 +284,21 @@ def test_copy_thread_reseals_every_value_for_the_target_thread() -> None:
     core = SaverCore(serde=s)
     core.copy_batch_size = 1
 
-    def sealed(kind: str, *where: Any) -> tuple[str, bytes]:
-        return core.dump_value({"kind": kind}, binding(kind, "src", *where))
+    def sealed(kind: str, *where: Any, value: Any = None, columns: Any = ()) -> Any:
+        value = {"kind": kind} if value is None else value
+        return core.dump_value(value, binding(kind, "src", *where), columns)
 
-    ck_type, ck = sealed("checkpoint", "", "c1")
-    md_type, md = sealed("metadata", "", "c1")
-    bl_type, bl = sealed("blob", "", "items", "v1")
-    wr_type, wr = sealed("write", "", "c1", "task", 0)
+    record: dict[str, Any] = {"channel_values": {}}
+    add_structure(record, parent=None, versions={"items": "v1"}, stored=["items"])
+    ck_type, ck = sealed("checkpoint", "", "c1", value=record)
+    md_type, md = sealed("metadata", "", "c1", columns=("",))
+    bl_type, bl = sealed("blob", "", "items", "v1", columns=(None,))
+    wr_type, wr = sealed("write", "", "c1", "task", 0, columns=("items", ""))
     page = {
         "checkpoint_ns": "",
         "checkpoint_id": "c1",
         "parent_checkpoint_id": None,
+        "sealed_parent_id": "",
         "run_id": None,
         "type": ck_type,
         "checkpoint": ck,
@@ -341,13 +355,30 @@ def test_copy_thread_reseals_every_value_for_the_target_thread() -> None:
     assert insert["blob_type"][1] == "empty" and insert["blob_blob"][1] is None
     assert stmts[4].params["after_id"] == "c1"
 
-    def opened(kind: str, type_: str, data: bytes, *where: Any) -> Any:
-        return core.load_value(type_, data, binding(kind, "dst", *where))
+    def opened(kind: str, type_: str, data: bytes, *where: Any, columns: Any = ()) -> Any:
+        return core.load_value(type_, data, binding(kind, "dst", *where), columns)
 
     assert opened("checkpoint", insert["type"][0], insert["checkpoint"][0], "", "c1")
-    assert opened("metadata", insert["metadata_type"][0], insert["metadata_blob"][0], "", "c1")
-    assert opened("blob", insert["blob_type"][0], insert["blob_blob"][0], "", "items", "v1")
-    assert opened("write", insert["write_type"][0], insert["write_blob"][0], "", "c1", "task", 0)
+    meta = opened(
+        "metadata", insert["metadata_type"][0], insert["metadata_blob"][0], "", "c1", columns=("",)
+    )
+    assert meta == {"kind": "metadata"}
+    blob_value = opened(
+        "blob", insert["blob_type"][0], insert["blob_blob"][0], "", "items", "v1", columns=(None,)
+    )
+    assert blob_value == {"kind": "blob"}
+    write_value = opened(
+        "write",
+        insert["write_type"][0],
+        insert["write_blob"][0],
+        "",
+        "c1",
+        "task",
+        0,
+        columns=("items", ""),
+    )
+    assert write_value == {"kind": "write"}
+    assert insert["sealed_parent_id"] == [""]
     with pytest.raises(DecryptionError):
         core.load_value(
             insert["type"][0], insert["checkpoint"][0], binding("checkpoint", "src", "", "c1")
@@ -359,8 +390,9 @@ def test_copy_thread_reseals_every_value_for_the_target_thread() -> None:
 
 def test_value_counts_are_grouped_by_key_label() -> None:
     rows = [
-        {"kind": "blobs", "cipher": "aesgcm:k1", "n": 3},
-        {"kind": "writes", "cipher": "aesgcm:k1", "n": 2},
+        {"kind": "blobs", "cipher": "aesgcm2:k1", "n": 3},
+        {"kind": "writes", "cipher": "aesgcm2:k1", "n": 2},
+        {"kind": "writes", "cipher": "aesgcm:k1", "n": 5},
         {"kind": "checkpoints", "cipher": "zstd", "n": 1},
         {"kind": "metadata", "cipher": None, "n": 1},
         {"kind": "blobs", "cipher": "aes", "n": 4},
@@ -368,7 +400,7 @@ def test_value_counts_are_grouped_by_key_label() -> None:
     _, counts = drive(value_counts_op(), [rows])
     assert counts["k1"] == {"checkpoints": 0, "metadata": 0, "blobs": 3, "writes": 2}
     assert counts["(plaintext)"]["checkpoints"] == counts["(plaintext)"]["metadata"] == 1
-    assert not_active(counts, "k1") == {"(plaintext)": 2, "(langgraph-eax)": 4}
+    assert not_active(counts, "k1") == {"(plaintext)": 2, "(langgraph-eax)": 4, "k1 (0.1.0)": 5}
 
 
 def test_a_rotation_page_reseals_under_the_active_key_guarded_by_the_old_value() -> None:
@@ -377,7 +409,7 @@ def test_a_rotation_page_reseals_under_the_active_key_guarded_by_the_old_value()
     rows = []
     for version in ("v1", "v2"):
         type_, data = SaverCore(serde=old).dump_value(
-            [version], binding("blob", "t", "", "c", version)
+            [version], binding("blob", "t", "", "c", version), (None,)
         )
         rows.append(
             {
@@ -385,18 +417,20 @@ def test_a_rotation_page_reseals_under_the_active_key_guarded_by_the_old_value()
                 "checkpoint_ns": "",
                 "channel": "c",
                 "version": version,
+                "base_version": None,
                 "type": type_,
                 "blob": data,
             }
         )
     stmts, result = drive(rotate_page_op(new, "blobs", None, 2), [rows, [rows[1]]])
     assert stmts[0].name == "rotation_blobs_page"
-    assert stmts[0].params["suffix"] == "+aesgcm:k2"
+    assert stmts[0].params["suffix"] == "+aesgcm2:k2"
     update = stmts[1].params
     assert update["old_type"] == [r["type"] for r in rows]
-    assert all(t == "msgpack+aesgcm:k2" for t in update["type"])
+    assert update["old_base"] == [None, None]
+    assert all(t == "msgpack+aesgcm2:k2" for t in update["type"])
     assert new.load_value(
-        update["type"][0], update["blob"][0], binding("blob", "t", "", "c", "v1")
+        update["type"][0], update["blob"][0], binding("blob", "t", "", "c", "v1"), (None,)
     ) == ["v1"]
     # one row changed meanwhile: one value rotated, one skipped; a full page continues
     assert result[0] == 1 and result[1] == 1 and result[2] is rows[1]

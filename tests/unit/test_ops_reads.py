@@ -83,6 +83,8 @@ def listed_row(put: Stmt, writes: Sequence[Stmt] = ()) -> Row:
         )
     )
     columns = ("write_task_ids", "write_idxs", "write_channels", "write_types", "write_values")
+    # the columns `sealed_columns` adds when the saver encrypts (it seals its rows)
+    sealed = p["sealed_parent_id"] is not None
     return {
         "thread_id": p["thread_id"],
         "checkpoint_ns": p["checkpoint_ns"],
@@ -98,6 +100,11 @@ def listed_row(put: Stmt, writes: Sequence[Stmt] = ()) -> Row:
             column: [w[i] for w in saved] or None
             for column, i in zip(columns, (1, 2, 3, 4, 5), strict=True)
         },
+        "write_task_paths": ([w[0] for w in saved] or None) if sealed else None,
+        "sealed_parent_id": p["sealed_parent_id"],
+        "sealed_inline_channels": list(p["inline_channels"]) if sealed else None,
+        "sealed_metadata": p["metadata"].obj if sealed else None,
+        "sealed_parent_exists": None,
     }
 
 

@@ -124,7 +124,12 @@ def test_a_list_that_grew_is_stored_as_its_new_items_on_the_stored_version() -> 
     assert blob_values(core, stmt) == {"messages": ["new"]}
     # the full list and the delta rebuild the list the graph saved
     pieces = [
-        (s.params["blob_versions"][0], s.params["blob_types"][0], s.params["blob_values"][0])
+        (
+            s.params["blob_versions"][0],
+            s.params["blob_types"][0],
+            s.params["blob_values"][0],
+            s.params["blob_bases"][0],
+        )
         for s in (first_stmt, stmt)
     ]
     assert SaverCore().load_blob(("t", "", "messages"), pieces) == [*MESSAGES, "new"]

@@ -64,7 +64,8 @@ def register(subparsers: Any) -> None:
         "--serde",
         metavar="MODULE:NAME",
         help="serializer your pgcheckpoint savers use, e.g. an encrypting one "
-        "(default: LangGraph's)",
+        "(default: LangGraph's, in strict msgpack mode: the few values the import "
+        "decodes never run code)",
     )
     p.add_argument(
         "--from-serde",
@@ -81,6 +82,7 @@ def run_import(args: argparse.Namespace) -> int:
     from .. import migrate
     from ..maintenance.importer import LangGraphImporter, import_sweep
     from ..saver import PostgresSaver
+    from ..strict import StrictSerializer
     from .progress import Progress
 
     schema = resolve_schema(args)
@@ -88,7 +90,8 @@ def run_import(args: argparse.Namespace) -> int:
     from_dsn = args.from_dsn or dsn
     if args.batch_size < 1:
         raise CliError("--batch-size must be at least 1", exit_code=EXIT_USAGE)
-    serde = _load_serde(args.serde, "--serde") if args.serde else None
+    # strict msgpack: a planted row of the source database must not run code here
+    serde = _load_serde(args.serde, "--serde") if args.serde else StrictSerializer()
     source_serde = _load_serde(args.from_serde, "--from-serde") if args.from_serde else None
     revision = migrate.current(dsn, schema=schema)
     if revision != migrate.head():

@@ -5,7 +5,11 @@ the application reads them (`EncryptedSerde.from_env()`):
 `PGCHECKPOINT_AES_KEYS=k2:<new>,k1:<old>` makes `k2` the active key and lets
 `k1` still decrypt. Run it while the application keeps running; once it
 reports no value left under another key, remove the old key. Interrupted, it
-resumes where it stopped when run again.
+resumes where it stopped when run again. Rows sealed by pgcheckpoint 0.1.0
+and values in LangGraph's own format are rewritten in row format 2; the
+command says when none is left, so the settings that read them can go.
+Values are decoded in LangGraph's strict msgpack mode (`pgcheckpoint.strict`):
+a planted row never runs code as the operator.
 
 Example:
     $ export PGCHECKPOINT_AES_KEYS="k2:$NEW_KEY,k1:$OLD_KEY"
@@ -76,6 +80,7 @@ def rotate_key_command(args: argparse.Namespace) -> int:
     from ..crypto import EncryptedSerde
     from ..errors import InvalidInputError
     from ..maintenance.rotation import VALUE_KINDS, rotate_key
+    from ..strict import StrictSerializer
     from .progress import Progress
 
     dsn = resolve_dsn(args)
@@ -83,7 +88,9 @@ def rotate_key_command(args: argparse.Namespace) -> int:
     filterable = [k.strip() for k in args.filterable_metadata.split(",") if k.strip()]
     try:
         serde = EncryptedSerde.from_env(
-            filterable_metadata=filterable, allow_plaintext=args.allow_plaintext
+            serde=StrictSerializer(),
+            filterable_metadata=filterable,
+            allow_plaintext=args.allow_plaintext,
         )
     except InvalidInputError as exc:
         raise CliError(str(exc), exit_code=EXIT_USAGE) from None
@@ -114,8 +121,9 @@ def rotate_key_command(args: argparse.Namespace) -> int:
         listed = ", ".join(f"{label}: {n}" for label, n in sorted(remaining.items()))
         print(
             f"{sum(remaining.values())} values are still not under key {serde.active!r} "
-            f"({listed}): make sure every writer has key {serde.active!r} first in "
-            "PGCHECKPOINT_AES_KEYS, then run `pgcheckpoint rotate-key` again",
+            f"({listed}): make sure every writer runs this version of pgcheckpoint with "
+            f"key {serde.active!r} first in PGCHECKPOINT_AES_KEYS, then run "
+            "`pgcheckpoint rotate-key` again",
             file=sys.stderr,
         )
         return EXIT_FAILED
@@ -125,7 +133,39 @@ def rotate_key_command(args: argparse.Namespace) -> int:
             f"no value is left under another key: keys {others!r} can be removed from "
             "PGCHECKPOINT_AES_KEYS"
         )
+    for line in _settings_that_can_go(report.counts, serde):
+        print(line)
     return EXIT_OK
+
+
+def _settings_that_can_go(counts: dict[str, dict[str, int]], serde: Any) -> list[str]:
+    """What the operator can now turn off, as the rotation left no value needing it."""
+    from ..crypto import (
+        ACCEPT_FORMAT_1_ENV,
+        ACCEPT_LANGGRAPH_EAX_ENV,
+        LANGGRAPH_EAX_LABEL,
+        LANGGRAPH_KEY_ENV,
+        LANGGRAPH_KEY_ID,
+    )
+
+    lines = []
+    if serde.reads_langgraph_eax:
+        if serde.active == LANGGRAPH_KEY_ID:
+            how = f"set {ACCEPT_LANGGRAPH_EAX_ENV}=0 (accept_langgraph_eax=False)"
+        else:
+            how = f"remove {LANGGRAPH_KEY_ENV}, or set {ACCEPT_LANGGRAPH_EAX_ENV}=0"
+        moved = sum(counts.get(LANGGRAPH_EAX_LABEL, {}).values())
+        lines.append(
+            f"no value is left in LangGraph's own format ({moved} rewritten), which is not "
+            f"bound to its row: {how} so that none is read again"
+        )
+    if serde.accept_format_1:
+        moved = sum(sum(n.values()) for label, n in counts.items() if label.endswith("(0.1.0)"))
+        lines.append(
+            f"no row sealed by pgcheckpoint 0.1.0 is left ({moved} rewritten in row format 2): "
+            f"set {ACCEPT_FORMAT_1_ENV}=0 (accept_format_1=False) so that none is read again"
+        )
+    return lines
 
 
 def _print_counts(counts: dict[str, dict[str, int]], active: str, kinds: tuple[str, ...]) -> None:

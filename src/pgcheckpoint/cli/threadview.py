@@ -1,10 +1,14 @@
 """See threads from the terminal: `pgcheckpoint threads` and `pgcheckpoint show`.
 
 Both only read, in one read-only snapshot (REPEATABLE READ), so they are safe
-on a live database and never block the application. Values are decoded as the
-application reads them, decrypted when `PGCHECKPOINT_AES_KEYS` (or
-`LANGGRAPH_AES_KEY`) is set; without a key, encrypted payloads show as
-`<encrypted>`. This module parses the options, runs the ops of
+on a live database and never block the application. Values are decoded in
+LangGraph's strict msgpack mode (`pgcheckpoint.strict`): a stored object of a
+type outside its allowlist shows as `<blocked: module.name>`, and nothing a
+row names is ever imported or called. They are decrypted when
+`PGCHECKPOINT_AES_KEYS` (or `LANGGRAPH_AES_KEY`) is set, and then a value
+stored unencrypted is refused unless `--allow-plaintext` is given; without a
+key, encrypted payloads show as `<encrypted>`. A value that cannot be read
+shows as `<unreadable: why>` in its place. This module parses the options, runs the ops of
 `pgcheckpoint.threadview` through `saver.run` and prints what
 `pgcheckpoint.threadview.render` makes of their result.
 
@@ -85,6 +89,7 @@ def register(subparsers: Any) -> None:
         "require several); the value matches as text or as JSON (42, true)",
     )
     p.add_argument("--json", action="store_true", help="print JSON for scripts")
+    _add_allow_plaintext(p)
     p.set_defaults(handler=threads_command)
 
     p = add_command(
@@ -125,7 +130,17 @@ def register(subparsers: Any) -> None:
     output.add_argument(
         "--dot", action="store_true", help="print the tree in Graphviz DOT (pipe to `dot -Tsvg`)"
     )
+    _add_allow_plaintext(p)
     p.set_defaults(handler=show_command)
+
+
+def _add_allow_plaintext(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--allow-plaintext",
+        action="store_true",
+        help="with a key set, also read values stored unencrypted (a database being "
+        "migrated to encryption); otherwise they are refused",
+    )
 
 
 def parse_since(text: str, now: dt.datetime | None = None) -> dt.datetime:
@@ -196,7 +211,7 @@ def _reading_saver(args: argparse.Namespace) -> Iterator[PostgresSaver]:
 
     dsn = resolve_dsn(args)
     schema = resolve_schema(args)
-    serde = _serde_from_env()
+    serde = _serde_from_env(args.allow_plaintext)
     with Connection.connect(dsn, autocommit=True, row_factory=dict_row) as conn:
         # REPEATABLE READ: the page, its counts and its subgraphs agree with
         # each other while the application keeps writing
@@ -205,17 +220,25 @@ def _reading_saver(args: argparse.Namespace) -> Iterator[PostgresSaver]:
         yield PostgresSaver(conn, serde=serde, schema=schema)
 
 
-def _serde_from_env() -> Any:
-    from ..crypto import KEYS_ENV, LANGGRAPH_KEY_ENV, EncryptedSerde
+def _serde_from_env(allow_plaintext: bool) -> Any:
+    """Strict msgpack, inside the encryption when a key is set: no stored row runs code."""
+    from ..crypto import EncryptedSerde
     from ..errors import InvalidInputError
+    from ..strict import StrictSerializer
 
-    if not (os.environ.get(KEYS_ENV, "").strip() or os.environ.get(LANGGRAPH_KEY_ENV)):
-        return None
+    strict = StrictSerializer()
+    if not _key_configured():
+        return strict
     try:
-        # A database being migrated to encryption holds both kinds of values.
-        return EncryptedSerde.from_env(allow_plaintext=True)
+        return EncryptedSerde.from_env(serde=strict, allow_plaintext=allow_plaintext)
     except InvalidInputError as exc:
         raise CliError(str(exc), exit_code=EXIT_USAGE) from None
+
+
+def _key_configured() -> bool:
+    from ..crypto import KEYS_ENV, LANGGRAPH_KEY_ENV
+
+    return bool(os.environ.get(KEYS_ENV, "").strip() or os.environ.get(LANGGRAPH_KEY_ENV))
 
 
 def _width() -> int | None:
@@ -266,7 +289,7 @@ def threads_command(args: argparse.Namespace) -> int:
         return EXIT_OK
     if not threads:
         print("no threads found", file=sys.stderr)
-        if filters and _serde_from_env() is not None:
+        if filters and _key_configured():
             print(
                 "metadata kept encrypted cannot be filtered on; only keys the application "
                 "lists in filterable_metadata can",

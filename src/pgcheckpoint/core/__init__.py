@@ -5,8 +5,9 @@ statements to run, receives their rows, and returns the operation's result.
 `PostgresSaver` and `AsyncPostgresSaver` only run them (`saver.run(op)`), so
 the logic exists once for both. `SaverCore` gathers the operations, one module
 per concern: `writes` (put, put_writes), `reads` (get_tuple, list),
-`delta_history` (DeltaChannel), `maintenance` (delete, copy, prune), on the
-shared state of `base`.
+`delta_history` (DeltaChannel), `maintenance` (delete, copy, prune),
+`reseal` (rows sealed again for a copy or a key rotation), on the shared
+state of `base`.
 
 Example:
     >>> from pgcheckpoint.core import SaverCore

@@ -12,7 +12,7 @@ import copy
 import itertools
 import os
 import random
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, cast
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -20,8 +20,20 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ..appends import AppendCache, join_arrays
 from ..caches import DEFAULT_CACHE_BYTES, CacheBudget, DecodedCache
+from ..crypto import cipher_label
+from ..errors import DecryptionError
+from ..integrity import (
+    Structure,
+    check_chain,
+    check_checkpoint_columns,
+    check_projection,
+    projection_keys,
+    seal_id,
+    take_structure,
+)
+from ..ops import Row, row_key
 from ..validate import STRUCTURAL_KEYS, json_projection
-from ..values import Sealer, ValueCodec, binding
+from ..values import FORMAT_2, Sealer, ValueCodec, as_sealer, binding, describe_row
 
 __all__ = ["CoreBase"]
 
@@ -70,18 +82,42 @@ class CoreBase(BaseCheckpointSaver[str], ValueCodec):
         self.seed_cache = DecodedCache(self.caches, f"seed{decoder}")
         # decoded DeltaChannel writes by row and digest of the bytes
         self.write_cache = DecodedCache(self.caches, f"write{decoder}")
+        # what sealed checkpoint records say about their rows, by row and seal
+        self.structure_cache = DecodedCache(self.caches, f"structure{decoder}")
+        # sealed writes whose channel and task path were checked, by row and seal
+        self.write_checks = DecodedCache(self.caches, f"checked{decoder}")
 
-    def load_blob(self, key: tuple[str, str, str], pieces: Sequence[tuple[str, str, bytes]]) -> Any:
-        """Rebuild a channel value from its stored pieces (version, type, bytes).
+    def sealed_format(self, type_: str | None) -> int | None:
+        """The row format a stored type was sealed in, None when this saver does not seal it.
+
+        Example:
+            >>> CoreBase().sealed_format("msgpack") is None
+            True
+        """
+        sealer = as_sealer(self.serde)
+        if sealer is None or type_ is None or cipher_label(type_).startswith("("):
+            return None
+        return sealer.row_format(type_)
+
+    def load_blob(
+        self, key: tuple[str, str, str], pieces: Sequence[tuple[str, str, bytes, str | None]]
+    ) -> Any:
+        """Rebuild a channel value from its stored pieces (version, type, bytes, base).
 
         One piece is a whole value; more are a full list followed by the deltas
         on top of it, oldest first. Lists are remembered for the next delta.
         """
         thread_id, ns, channel = key
         raws = [
-            self.unpack_value(type_, data, binding("blob", thread_id, ns, channel, version))
-            for version, type_, data in pieces
+            self.unpack_value(
+                type_, data, binding("blob", thread_id, ns, channel, version), (base,)
+            )
+            for version, type_, data, base in pieces
         ]
+        if as_sealer(self.serde) is not None:
+            aad = binding("blob", thread_id, ns, channel, pieces[-1][0])
+            label = cipher_label(pieces[-1][1])
+            check_chain(describe_row(aad), label, [(p[0], p[3]) for p in pieces])
         if len(raws) == 1:
             type_, data = raws[0]
         else:
@@ -94,7 +130,75 @@ class CoreBase(BaseCheckpointSaver[str], ValueCodec):
                 chain=len(raws) - 1,
                 chain_bytes=len(data) - len(raws[0][1]) if len(raws) > 1 else 0,
             )
-        return self.inner_serde.loads_typed((type_, data))
+        return self.decode(type_, data, binding("blob", thread_id, ns, channel, pieces[-1][0]))
+
+    def open_record(
+        self, row: Row, stored: Iterable[str] | None = None
+    ) -> tuple[dict[str, Any], str | None]:
+        """Decode a checkpoint row's record; return it and the parent a read returns.
+
+        A record sealed in row format 2 holds its row's structure: the row's
+        columns are checked against it (`pgcheckpoint.integrity`), and
+        `stored`, the channels the read found a stored value for, when given.
+        The record comes back without the structure, with its channel versions.
+
+        Raises:
+            DecryptionError: The record, or a column of its row, was altered.
+        """
+        thread_id, ns, checkpoint_id = row_key(row)
+        aad = binding("checkpoint", thread_id, ns, checkpoint_id)
+        record = self.load_value(row["type"], row["checkpoint"], aad)
+        parent: str | None = row["parent_checkpoint_id"]
+        if self.sealed_format(row["type"]) != FORMAT_2:
+            return record, parent
+        structure = self.sealed_structure(record, aad, row["type"])
+        label = cipher_label(row["type"])
+        parent = check_checkpoint_columns(describe_row(aad), label, structure, row, stored)
+        self.structure_cache.keep(self.structure_key(row), structure)
+        return record, parent
+
+    def sealed_structure(self, record: dict[str, Any], aad: bytes, type_: str) -> Structure:
+        """The structure a format-2 checkpoint record holds, taken out of it.
+
+        Raises:
+            DecryptionError: The record has none, which no record pgcheckpoint
+                seals lacks (it was sealed by something else with the key).
+        """
+        structure = take_structure(record)
+        if structure is None:
+            raise DecryptionError(
+                f"{describe_row(aad)}, sealed under key {cipher_label(type_)!r}, has no "
+                "structure in its sealed record, which every record pgcheckpoint seals has: "
+                "it was written by another program; restore it from a backup"
+            )
+        return structure
+
+    def structure_key(self, row: Row) -> tuple[str, ...]:
+        """The key of a sealed checkpoint's structure in `structure_cache`: row and seal."""
+        return (*row_key(row), row["type"], seal_id(row["checkpoint"]).hex())
+
+    def cached_structure(self, row: Row) -> Structure | None:
+        """The structure of a sealed checkpoint this saver checked before, or None."""
+        found = self.structure_cache.lookup(self.structure_key(row))
+        return found if isinstance(found, Structure) else None
+
+    def open_metadata(self, row: Row) -> Any:
+        """Decode a checkpoint row's metadata, checking its readable column (format 2).
+
+        Raises:
+            DecryptionError: The metadata, or its readable column, was altered.
+        """
+        thread_id, ns, checkpoint_id = row_key(row)
+        aad = binding("metadata", thread_id, ns, checkpoint_id)
+        if self.sealed_format(row["metadata_type"]) != FORMAT_2:
+            return self.load_value(row["metadata_type"], row["metadata_blob"], aad)
+        projection = row.get("sealed_metadata")
+        metadata = self.load_value(
+            row["metadata_type"], row["metadata_blob"], aad, (projection_keys(projection),)
+        )
+        label = cipher_label(row["metadata_type"])
+        check_projection(describe_row(aad), label, metadata, projection)
+        return metadata
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         """The next channel version: a zero-padded counter and a random tail.

@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,11 +29,14 @@ from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from ..arrays import TextArray
 from ..caches import MISSING, seed_key, write_key
+from ..crypto import cipher_label
+from ..errors import DecryptionError
 from ..fastcopy import copies_whole, copy_containers, copy_items
-from ..ops import MAX_CHAIN_DEPTH, Op, Row, Stmt
+from ..integrity import Structure, check_checkpoint_columns, seal_id, take_structure
+from ..ops import MAX_CHAIN_DEPTH, Op, Row, Stmt, row_key
 from ..telemetry import note_cache
 from ..validate import check_id, thread_of
-from ..values import binding
+from ..values import FORMAT_2, as_sealer, binding, describe_row, unseal_value
 from .reads import Reads
 
 __all__ = ["DeltaHistory"]
@@ -61,8 +65,9 @@ class DeltaHistory(Reads):
             if latest is None:
                 return {ch: {"writes": []} for ch in channels}
             checkpoint_id = latest.config["configurable"]["checkpoint_id"]
+        sealed = as_sealer(self.serde) is not None
         rows = yield Stmt(
-            "delta_channel_history",
+            "delta_channel_history_sealed" if sealed else "delta_channel_history",
             params={
                 "thread_id": thread_id,
                 "checkpoint_ns": checkpoint_ns,
@@ -72,7 +77,132 @@ class DeltaHistory(Reads):
             },
             fetch=True,
         )
+        if sealed:
+            yield from self.check_walk_op(thread_id, checkpoint_ns, channels, rows)
         return self.assemble_delta_history(thread_id, checkpoint_ns, channels, rows)
+
+    def check_walk_op(
+        self, thread_id: str, ns: str, channels: Sequence[str], rows: Sequence[Row]
+    ) -> Op[None]:
+        """Check the walk of `delta_channel_history_sealed` against what is sealed.
+
+        At each checkpoint of the walk, the parent it went on to and the
+        channels it found a value for must be what the checkpoint's sealed
+        record says (rows sealed in row format 2; others cannot tell). The
+        structures come from `structure_cache` (keyed by each record's nonce and
+        tag, which the statement sends instead of the record); records this
+        saver has not checked yet are read in one more statement. Each write
+        the walk left out for its channel must have that channel sealed with
+        it (`write_checks`, read the same way), so no write drops out of the
+        history because its channel column was edited. A seed's version is
+        checked against its holder's structure in `assemble_delta_history`.
+
+        Raises:
+            DecryptionError: A column the walk relied on differs from what is sealed.
+        """
+        yield from self.check_left_out_writes_op(thread_id, ns, rows)
+        walked = sorted((r for r in rows if r["kind"] == "a"), key=lambda r: r["depth"])
+        for row in walked:
+            row.update(
+                thread_id=thread_id,
+                checkpoint_ns=ns,
+                checkpoint=row["blob"],
+                parent_checkpoint_id=row["version"],
+                sealed_parent_id=row["base_version"],
+                channel_versions=json.loads(row["task_path"]),
+                sealed_inline_channels=json.loads(row["task_id"]),
+            )
+        sealed = [r for r in walked if self.sealed_format(r["type"]) == FORMAT_2]
+        missing = [r["checkpoint_id"] for r in sealed if self.cached_structure(r) is None]
+        # a cleared parent column is a deleted parent only if no checkpoint has its id
+        cleared = [
+            r["sealed_parent_id"]
+            for r in sealed
+            if r["parent_checkpoint_id"] is None and r["sealed_parent_id"]
+        ]
+        found: set[str] = set()
+        if missing or cleared:
+            records = yield Stmt(
+                "sealed_records",
+                {
+                    "thread_id": thread_id,
+                    "checkpoint_ns": ns,
+                    "checkpoint_ids": sorted(set(missing) | set(cleared)),
+                },
+                fetch=True,
+            )
+            for record_row in records:
+                found.add(record_row["checkpoint_id"])
+                if (
+                    record_row["checkpoint_id"] in missing
+                    and self.sealed_format(record_row["type"]) == FORMAT_2
+                ):
+                    self.open_record_structure(record_row)
+        walking = set(channels)
+        checked = {id(r) for r in sealed}
+        for row in walked:
+            row["sealed_parent_exists"] = row["sealed_parent_id"] in found
+            structure = self.cached_structure(row) if id(row) in checked else None
+            if structure is None:
+                # format 1, or rewritten between the two statements: nothing to check
+                walking -= set(row["found"] or ()) if row["depth"] > 0 else set()
+                continue
+            aad = binding("checkpoint", thread_id, ns, row["checkpoint_id"])
+            where, label = describe_row(aad), cipher_label(row["type"])
+            # the walk went by these columns: they are the sealed ones, or it fails
+            check_checkpoint_columns(where, label, structure, row, None)
+            if row["depth"] > 0:
+                here = set(row["found"] or ())
+                # a value the record holds (inline, or stored with it) must be found
+                absent = {ch for ch in walking if ch in structure.inline | structure.stored}
+                absent -= here
+                if absent:
+                    raise DecryptionError(
+                        f"{where}, sealed under key {label!r}, holds values of channels "
+                        f"{sorted(absent)!r} that are now missing or marked empty in "
+                        "pgc_blobs; restore the rows from a backup, or delete the thread"
+                    )
+                walking -= here
+            row["structure"] = structure
+
+    def check_left_out_writes_op(self, thread_id: str, ns: str, rows: Sequence[Row]) -> Op[None]:
+        """Check the channel of each write the walk left out ('x' rows), once per process."""
+        unchecked = [
+            r
+            for r in rows
+            if r["kind"] == "x"
+            and self.sealed_format(r["type"]) == FORMAT_2
+            and self.write_checks.lookup(_checked_write(thread_id, ns, r)) is MISSING
+        ]
+        if not unchecked:
+            return
+        found = yield Stmt(
+            "sealed_writes",
+            {
+                "thread_id": thread_id,
+                "checkpoint_ns": ns,
+                "checkpoint_ids": [r["checkpoint_id"] for r in unchecked],
+                "task_ids": [r["task_id"] for r in unchecked],
+                "idxs": [r["idx"] for r in unchecked],
+            },
+            fetch=True,
+        )
+        sealer = as_sealer(self.serde)
+        for row in found:
+            if sealer is None or self.sealed_format(row["type"]) != FORMAT_2:
+                continue
+            aad = binding("write", thread_id, ns, row["checkpoint_id"], row["task_id"], row["idx"])
+            unseal_value(sealer, row["type"], row["blob"], aad, (row["channel"], row["task_path"]))
+            checked = {**row, "blob": seal_id(row["blob"])}
+            self.write_checks.keep(_checked_write(thread_id, ns, checked), True)
+
+    def open_record_structure(self, row: Row) -> Structure:
+        """Decode a sealed checkpoint record and keep its structure in `structure_cache`."""
+        aad = binding("checkpoint", *row_key(row))
+        record = self.load_value(row["type"], row["checkpoint"], aad)
+        structure = self.sealed_structure(record, aad, row["type"])
+        self.structure_cache.keep(self.structure_key(row), structure)
+        return structure
 
     def assemble_delta_history(
         self, thread_id: str, ns: str, channels: Sequence[str], rows: Sequence[Row]
@@ -98,17 +228,30 @@ class DeltaHistory(Reads):
                 seed_pieces.setdefault(row["channel"], []).append(row)
             elif kind == "i":
                 inline_rows.append(row)
+        holders = {r["depth"]: r.get("structure") for r in rows if r["kind"] == "a"}
         for channel, chain in seed_pieces.items():
             # Piece 0 is the seed itself; the highest piece is the full value.
             chain.sort(key=lambda r: -r["idx"])
+            structure = holders.get(chain[-1]["depth"])
+            if structure is not None and structure.versions.get(channel) != chain[-1]["version"]:
+                aad = binding("checkpoint", thread_id, ns, chain[-1]["checkpoint_id"])
+                raise DecryptionError(
+                    f"{describe_row(aad)}, sealed under key "
+                    f"{cipher_label(chain[-1]['type'])!r}, was altered: column "
+                    f"channel_versions names version {chain[-1]['version']!r} of channel "
+                    f"{channel!r}, its sealed record {structure.versions.get(channel)!r}; "
+                    "restore the row from a backup, or delete the thread"
+                )
             if chain[-1]["type"] != "empty":
                 seeds[channel] = self.load_seed(
                     (thread_id, ns, channel),
-                    [(r["version"], r["type"], r["blob"]) for r in chain],
+                    [(r["version"], r["type"], r["blob"], r["base_version"]) for r in chain],
                 )
         for row in inline_rows:
             aad = binding("checkpoint", thread_id, ns, row["checkpoint_id"])
-            values = self.load_value(row["type"], row["blob"], aad)["channel_values"]
+            record = self.load_value(row["type"], row["blob"], aad)
+            take_structure(record)
+            values = record["channel_values"]
             for ch in row["found"]:
                 if ch not in seeds and ch in values:
                     seeds[ch] = values[ch]
@@ -123,7 +266,7 @@ class DeltaHistory(Reads):
         return result
 
     def load_seed(
-        self, key: tuple[str, str, str], pieces: Sequence[tuple[str, str, bytes]]
+        self, key: tuple[str, str, str], pieces: Sequence[tuple[str, str, bytes, str | None]]
     ) -> Any:
         """A DeltaChannel seed, decoded once per process while it stays the seed.
 
@@ -166,7 +309,9 @@ class DeltaHistory(Reads):
         note_cache("write", hit=cached is not MISSING)
         if cached is MISSING:
             aad = binding("write", thread_id, ns, row["checkpoint_id"], row["task_id"], row["idx"])
-            cached = self.load_value(row["type"], row["blob"], aad)
+            cached = self.load_value(
+                row["type"], row["blob"], aad, (row["channel"], row["task_path"])
+            )
             if (
                 cache_key is None
                 or not copies_whole(cached)
@@ -174,3 +319,20 @@ class DeltaHistory(Reads):
             ):
                 return cached
         return copy_containers(cached)
+
+
+def _checked_write(thread_id: str, ns: str, row: Row) -> tuple[str, ...]:
+    """A checked write's key in `write_checks`: its columns and (in `blob`) its seal."""
+    # write_key holds every column a write is read with; for a write too large
+    # for it, the seal id (a few bytes) stands for its bytes
+    return write_key(thread_id, ns, row) or (
+        thread_id,
+        ns,
+        row["checkpoint_id"],
+        row["task_id"],
+        str(row["idx"]),
+        row["channel"],
+        row["task_path"],
+        row["type"],
+        seal_id(row["blob"]).hex(),
+    )

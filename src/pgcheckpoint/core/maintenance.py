@@ -8,6 +8,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -15,8 +16,9 @@ from ..errors import InvalidInputError
 from ..locking import LOCK_CLASS_MAINTENANCE
 from ..ops import Op, Row, Stmt, checkpoint_keys, row_key
 from ..validate import check_id
-from ..values import Sealer, binding, seal_value, unseal_value
+from ..values import Sealer
 from .reads import Reads
+from .reseal import Reseal
 
 __all__ = [
     "COPIED_BLOB_COLUMNS",
@@ -32,6 +34,7 @@ COPIED_CHECKPOINT_COLUMNS = (
     "checkpoint_ns",
     "checkpoint_id",
     "parent_checkpoint_id",
+    "sealed_parent_id",
     "run_id",
     "type",
     "checkpoint",
@@ -55,7 +58,7 @@ COPIED_WRITE_COLUMNS = (
 )
 
 
-class Maintenance(Reads):
+class Maintenance(Reads, Reseal):
     """The operations of `SaverCore` on whole threads.
 
     Example:
@@ -90,14 +93,9 @@ class Maintenance(Reads):
 
         Each page copies some checkpoints with the values and writes they refer
         to, so rows a concurrent writer adds meanwhile are never half copied.
+        Values come out in row format 2 (`Reseal`); a row in format 2 whose
+        columns differ from its sealed record fails the copy.
         """
-
-        def reseal(kind: str, type_: str, data: bytes | None, *where: str | int) -> Any:
-            if type_ == "empty":
-                return type_, data
-            inner, plain = unseal_value(sealer, type_, data, binding(kind, source, *where))
-            return seal_value(sealer, inner, plain, binding(kind, target, *where))
-
         after: Row | None = None
         copied_blobs: set[tuple[str, str, str]] = set()
         while True:
@@ -120,15 +118,28 @@ class Maintenance(Reads):
             }
             stored = yield from self.stored_values_op(checkpoint_keys(rows, thread_id=source))
             blobs = [b for b in stored if b["kind"] == "v"]
+            holding = {
+                (b["checkpoint_ns"], b["channel"], b["version"])
+                for b in blobs
+                if b["type"] != "empty"
+            }
             writes = yield Stmt("thread_writes_of_checkpoints", page, fetch=True)
             params: dict[str, Any] = {"thread_id": target}
             for row in rows:
-                where = (row["checkpoint_ns"], row["checkpoint_id"])
-                row["type"], row["checkpoint"] = reseal(
-                    "checkpoint", row["type"], row["checkpoint"], *where
+                versions = json.loads(row["channel_versions"])
+                inline = json.loads(row["inline_channels"])
+                opened = {**row, "channel_versions": versions, "inline_channels": inline}
+                channels = [
+                    ch
+                    for ch, v in versions.items()
+                    if ch not in inline and (row["checkpoint_ns"], ch, str(v)) in holding
+                ]
+                row["type"], row["checkpoint"], row["sealed_parent_id"] = self.reseal_checkpoint(
+                    opened, source, target, channels
                 )
-                row["metadata_type"], row["metadata_blob"] = reseal(
-                    "metadata", row["metadata_type"], row["metadata_blob"], *where
+                opened["metadata"] = json.loads(row["metadata"])
+                row["metadata_type"], row["metadata_blob"] = self.reseal_metadata(
+                    opened, source, target
                 )
             for column in COPIED_CHECKPOINT_COLUMNS:
                 params[column] = [r[column] for r in rows]
@@ -137,22 +148,12 @@ class Maintenance(Reads):
                 blob_key = (blob["checkpoint_ns"], blob["channel"], blob["version"])
                 if blob_key not in copied_blobs:
                     copied_blobs.add(blob_key)
-                    blob["type"], blob["blob"] = reseal(
-                        "blob", blob["type"], blob["blob"], *blob_key
-                    )
+                    blob["type"], blob["blob"] = self.reseal_blob(blob, source, target)
                     new_blobs.append(blob)
             for column in COPIED_BLOB_COLUMNS:
                 params[f"blob_{column}"] = [b[column] for b in new_blobs]
             for w in writes:
-                w["type"], w["blob"] = reseal(
-                    "write",
-                    w["type"],
-                    w["blob"],
-                    w["checkpoint_ns"],
-                    w["checkpoint_id"],
-                    w["task_id"],
-                    w["idx"],
-                )
+                w["type"], w["blob"] = self.reseal_write(w, source, target)
             for column in COPIED_WRITE_COLUMNS:
                 params[f"write_{column}"] = [w[column] for w in writes]
             yield Stmt("insert_copied_rows", params)

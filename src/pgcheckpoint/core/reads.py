@@ -8,7 +8,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterable, Mapping, Sequence
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -21,8 +21,10 @@ from langgraph.checkpoint.base import (
 from psycopg.types.json import Jsonb
 
 from ..appends import array_header
+from ..crypto import cipher_label
 from ..errors import InvalidInputError
 from ..fastcopy import copy_items
+from ..integrity import check_chain
 from ..ops import MAX_CHAIN_DEPTH, Op, Row, Stmt, checkpoint_keys, row_key
 from ..validate import (
     STRUCTURAL_KEYS,
@@ -32,10 +34,17 @@ from ..validate import (
     metadata_matches,
     thread_of,
 )
-from ..values import binding
+from ..values import as_sealer, binding, describe_row
 from .base import CoreBase
 
-__all__ = ["ListingMemo", "Reads"]
+__all__ = [
+    "ListingMemo",
+    "Piece",
+    "Reads",
+    "checkpoint_tuple",
+    "pending_write_rows",
+    "stored_pieces",
+]
 
 
 class Reads(CoreBase):
@@ -52,11 +61,21 @@ class Reads(CoreBase):
         thread_id, checkpoint_ns = thread_of(config)
         checkpoint_id = get_checkpoint_id(config)
         params = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
+        # an encrypting saver reads the columns it checks against the seal too
+        sealed = as_sealer(self.serde) is not None
         if checkpoint_id:
             params["checkpoint_id"] = check_id("checkpoint_id", checkpoint_id)
-            rows = yield Stmt("get_checkpoint_by_id", params, fetch=True)
+            rows = yield Stmt(
+                "get_checkpoint_by_id_sealed" if sealed else "get_checkpoint_by_id",
+                params,
+                fetch=True,
+            )
         else:
-            rows = yield Stmt("get_latest_checkpoint", params, fetch=True)
+            rows = yield Stmt(
+                "get_latest_checkpoint_sealed" if sealed else "get_latest_checkpoint",
+                params,
+                fetch=True,
+            )
         return self.load_tuple(rows[0]) if rows else None
 
     def list_op(
@@ -70,7 +89,9 @@ class Reads(CoreBase):
         """Select the rows `list` yields, newest first.
 
         Returns the rows and, when the filter could not be expressed exactly in
-        JSONB, the filter to re-check on each decoded tuple.
+        JSONB, the filter to re-check on each decoded tuple. With encryption on,
+        a filter is checked here against each row's sealed metadata, and pages
+        grow until `limit` rows match (`sealed_matches_op`).
         """
         conf = configurable(config)
         thread_id = conf.get("thread_id")
@@ -102,16 +123,64 @@ class Reads(CoreBase):
             "filter": None if projection is None else Jsonb(projection),
             "limit": None if lossy else limit,
         }
+        sealed = as_sealer(self.serde) is not None
         if params["thread_id"] is None:
-            page = Stmt("list_checkpoints", params, fetch=True)
+            stmt = Stmt("list_checkpoints_sealed" if sealed else "list_checkpoints", params, True)
         elif params["checkpoint_ns"] is None:
-            page = Stmt("list_thread_every_namespace", params, fetch=True)
+            stmt = Stmt(
+                "list_thread_every_namespace_sealed" if sealed else "list_thread_every_namespace",
+                params,
+                True,
+            )
         else:
-            page = Stmt("list_thread_checkpoints", params, fetch=True)
-        rows = yield page
+            stmt = Stmt(
+                "list_thread_checkpoints_sealed" if sealed else "list_thread_checkpoints",
+                params,
+                True,
+            )
+        rows = yield stmt
         if rows:
             rows = yield from self.listed_values_op(rows)
+        if filter and sealed:
+            rows = yield from self.sealed_matches_op(stmt, rows, filter, lossy, limit)
+            return rows, None
         return rows, (filter if lossy else None)
+
+    def sealed_matches_op(
+        self,
+        stmt: Stmt,
+        rows: list[Row],
+        filter: Mapping[str, Any],
+        lossy: bool,
+        limit: int | None,
+    ) -> Op[list[Row]]:
+        """The listed rows whose sealed metadata matches `filter`, up to `limit` of them.
+
+        The readable metadata column chose the rows; each row's metadata is
+        decrypted (and that column checked against it, for rows sealed in row
+        format 2), and a row whose metadata does not match is left out. When
+        that leaves fewer than `limit`, the page is read again, twice as long.
+        """
+        wanted = json_projection(dict(filter))[0]
+        while True:
+            matched = []
+            for row in rows:
+                metadata = row["_metadata"] = self.open_metadata(row)
+                if lossy:
+                    ok = metadata_matches(metadata, filter)
+                else:
+                    ok = metadata_matches(json_projection(metadata)[0], wanted)
+                if ok:
+                    matched.append(row)
+                    if limit is not None and len(matched) >= limit:
+                        return matched
+            page = stmt.params["limit"]
+            if page is None or len(rows) < page:
+                return matched
+            stmt = Stmt(stmt.name, {**stmt.params, "limit": page * 2}, fetch=True)
+            rows = yield stmt
+            if rows:
+                rows = yield from self.listed_values_op(rows)
 
     def listed_values_op(self, rows: list[Row]) -> Op[list[Row]]:
         """Give listed rows their stored values, fetched once for the page.
@@ -171,23 +240,12 @@ class Reads(CoreBase):
         `memo` lets the rows of one `list` call share the decoding of list pieces.
         """
         thread_id, ns, checkpoint_id = row_key(row)
-        record = self.load_value(
-            row["type"], row["checkpoint"], binding("checkpoint", thread_id, ns, checkpoint_id)
-        )
+        pieces = stored_pieces(row)
+        stored = [ch for ch, chain in pieces.items() if chain[-1][1] != "empty"]
+        record, parent = self.open_record(row, stored)
         values = dict(record.get("channel_values") or {})
-        # Pieces come grouped by channel, a delta's bases first (see the fragment).
-        pieces: dict[str, list[tuple[str, str, bytes]]] = {}
-        for channel, version, type_, data in zip(
-            row["blob_channels"] or (),
-            row["blob_versions"] or (),
-            row["blob_types"] or (),
-            row["blob_values"] or (),
-            strict=True,
-        ):
-            pieces.setdefault(channel, []).append((version, type_, data))
-        for channel, chain in pieces.items():
-            if chain[-1][1] == "empty":
-                continue
+        for channel in stored:
+            chain = pieces[channel]
             key = (thread_id, ns, channel)
             items = None if memo is None else self.load_list_pieces(key, chain, memo)
             values[channel] = self.load_blob(key, chain) if items is None else items
@@ -198,50 +256,21 @@ class Reads(CoreBase):
                 task_id,
                 channel,
                 self.load_value(
-                    type_, data, binding("write", thread_id, ns, checkpoint_id, task_id, idx)
+                    type_,
+                    data,
+                    binding("write", thread_id, ns, checkpoint_id, task_id, idx),
+                    (channel, path),
                 ),
             )
-            for task_id, idx, channel, type_, data in zip(
-                row["write_task_ids"] or (),
-                row["write_idxs"] or (),
-                row["write_channels"] or (),
-                row["write_types"] or (),
-                row["write_values"] or (),
-                strict=True,
-            )
+            for task_id, idx, channel, path, type_, data in pending_write_rows(row)
         ]
-        metadata = self.load_value(
-            row["metadata_type"],
-            row["metadata_blob"],
-            binding("metadata", thread_id, ns, checkpoint_id),
-        )
-        parent = row["parent_checkpoint_id"]
-        return CheckpointTuple(
-            config={
-                "configurable": {
-                    "thread_id": thread_id,
-                    "checkpoint_ns": ns,
-                    "checkpoint_id": checkpoint_id,
-                }
-            },
-            checkpoint=cast(Checkpoint, record),
-            metadata=cast(CheckpointMetadata, metadata),
-            parent_config={
-                "configurable": {
-                    "thread_id": thread_id,
-                    "checkpoint_ns": ns,
-                    "checkpoint_id": parent,
-                }
-            }
-            if parent
-            else None,
-            pending_writes=pending,
-        )
+        metadata = row["_metadata"] if "_metadata" in row else self.open_metadata(row)
+        return checkpoint_tuple(row_key(row), record, metadata, parent, pending)
 
     def load_list_pieces(
         self,
         key: tuple[str, str, str],
-        pieces: Sequence[tuple[str, str, bytes]],
+        pieces: Sequence[tuple[str, str, bytes, str | None]],
         memo: ListingMemo,
     ) -> list[Any] | None:
         """The items of a stored list, each piece decoded once per memo; None if not a list.
@@ -250,16 +279,20 @@ class Reads(CoreBase):
         last checkpoint to use a piece, so no two returned values share an item.
         """
         thread_id, ns, channel = key
+        if as_sealer(self.serde) is not None:
+            aad = binding("blob", thread_id, ns, channel, pieces[-1][0])
+            label = cipher_label(pieces[-1][1])
+            check_chain(describe_row(aad), label, [(p[0], p[3]) for p in pieces])
         decoded_pieces: list[tuple[tuple[str, str, str, str], list[Any]]] = []
-        for version, type_, data in pieces:
+        for version, type_, data, base in pieces:
             memo_key = (thread_id, ns, channel, version)
             decoded = memo.decoded.get(memo_key)
             if decoded is None:
                 aad = binding("blob", thread_id, ns, channel, version)
-                inner_type, raw = self.unpack_value(type_, data, aad)
+                inner_type, raw = self.unpack_value(type_, data, aad, (base,))
                 if inner_type != "msgpack" or array_header(raw) is None:
                     return None
-                decoded = self.inner_serde.loads_typed((inner_type, raw))
+                decoded = self.decode(inner_type, raw, aad)
                 if not isinstance(decoded, list):
                     return None
                 memo.decoded[memo_key] = decoded
@@ -287,6 +320,80 @@ class Reads(CoreBase):
                 continue
             count += 1
             yield tup
+
+
+# A stored value's piece: (version, type, bytes, delta base).
+Piece = tuple[str, str, bytes, str | None]
+
+
+def stored_pieces(row: Row) -> dict[str, list[Piece]]:
+    """The pieces of each channel's stored value in a `checkpoint_tuple_from` row.
+
+    They come grouped by channel, a delta's bases first (see the fragment).
+
+    Example:
+        >>> stored_pieces({"blob_channels": None, "blob_versions": None,
+        ...                "blob_bases": None, "blob_types": None, "blob_values": None})
+        {}
+    """
+    pieces: dict[str, list[Piece]] = {}
+    for channel, version, base, type_, data in zip(
+        row["blob_channels"] or (),
+        row["blob_versions"] or (),
+        row["blob_bases"] or (),
+        row["blob_types"] or (),
+        row["blob_values"] or (),
+        strict=True,
+    ):
+        pieces.setdefault(channel, []).append((version, type_, data, base))
+    return pieces
+
+
+def pending_write_rows(row: Row) -> Iterator[tuple[str, int, str, str | None, str, bytes]]:
+    """(task id, idx, channel, task path, type, bytes) of each pending write of a row.
+
+    The task path is None when the row has none (a plain saver's statements
+    do not read it: only a sealed write is bound to it).
+
+    Example:
+        >>> list(pending_write_rows({"write_task_ids": None, "write_idxs": None,
+        ...     "write_channels": None, "write_types": None, "write_values": None}))
+        []
+    """
+    task_ids = row["write_task_ids"] or ()
+    return zip(
+        task_ids,
+        row["write_idxs"] or (),
+        row["write_channels"] or (),
+        row.get("write_task_paths") or [None] * len(task_ids),
+        row["write_types"] or (),
+        row["write_values"] or (),
+        strict=True,
+    )
+
+
+def checkpoint_tuple(
+    key: tuple[str, str, str],
+    record: Mapping[str, Any],
+    metadata: Any,
+    parent: str | None,
+    pending: list[tuple[str, str, Any]],
+) -> CheckpointTuple:
+    """The `CheckpointTuple` of a decoded row: (thread, namespace, id), its parts, its parent.
+
+    Example:
+        >>> checkpoint_tuple(("t", "", "c2"), {}, {}, "c1", []).parent_config["configurable"]
+        {'thread_id': 't', 'checkpoint_ns': '', 'checkpoint_id': 'c1'}
+    """
+    thread_id, ns, checkpoint_id = key
+    where = {"thread_id": thread_id, "checkpoint_ns": ns}
+    return CheckpointTuple(
+        config={"configurable": {**where, "checkpoint_id": checkpoint_id}},
+        checkpoint=cast(Checkpoint, record),
+        metadata=cast(CheckpointMetadata, metadata),
+        parent_config={"configurable": {**where, "checkpoint_id": parent}} if parent else None,
+        pending_writes=pending,
+    )
 
 
 class ListingMemo:

@@ -28,10 +28,11 @@ from psycopg.types.json import Jsonb
 from ..appends import AppendPlan
 from ..arrays import ByteaArray, Int4Array, TextArray
 from ..errors import MissingParentError
+from ..integrity import add_structure, projection_keys
 from ..ops import Op, Stmt
 from ..telemetry import note_values
 from ..validate import check_id, thread_of
-from ..values import binding
+from ..values import as_sealer, binding
 from .base import CoreBase
 
 __all__ = ["Writes"]
@@ -85,6 +86,18 @@ class Writes(CoreBase):
                     )
                 blobs[check_id("channel", channel)] = (version, type_, data, plan)
         record["channel_values"] = inline
+        sealed_parent = None
+        sealing = as_sealer(self.serde) is not None
+        if sealing:
+            # what a read relies on goes under the seal with the record (row format 2)
+            stored = [check_id("channel", ch) for ch in checkpoint["channel_values"]]
+            add_structure(
+                record,
+                parent=parent_id,
+                versions=checkpoint["channel_versions"],
+                stored=[ch for ch in stored if ch not in inline],
+            )
+            sealed_parent = parent_id or ""
         where = (thread_id, checkpoint_ns, checkpoint_id)
         type_, data = self.dump_value(record, binding("checkpoint", *where))
         # LangGraph's helper strips NULs from top-level strings (JSONB cannot hold
@@ -92,13 +105,18 @@ class Writes(CoreBase):
         full_metadata = get_serializable_checkpoint_metadata(config, metadata)
         full_metadata.update({k: v for k, v in metadata.items() if k != "writes"})  # type: ignore[typeddict-item]
         projection = self.metadata_projection(full_metadata)
-        metadata_type, metadata_blob = self.dump_value(full_metadata, binding("metadata", *where))
+        metadata_type, metadata_blob = self.dump_value(
+            full_metadata,
+            binding("metadata", *where),
+            (projection_keys(projection),) if sealing else (),
+        )
         run_id = full_metadata.get("run_id")
         params = {
             "thread_id": thread_id,
             "checkpoint_ns": checkpoint_ns,
             "checkpoint_id": checkpoint_id,
             "parent_checkpoint_id": parent_id,
+            "sealed_parent_id": sealed_parent,
             "run_id": None if run_id is None else str(run_id),
             "type": type_,
             "checkpoint": data,
@@ -158,11 +176,12 @@ class Writes(CoreBase):
             return
         idxs, channels, types, blobs = Int4Array(), TextArray(), TextArray(), ByteaArray()
         for position, (channel, value) in enumerate(writes):
-            channels.append(check_id("channel", channel))
+            name = check_id("channel", channel)
+            channels.append(name)
             idx = WRITES_IDX_MAP.get(channel, position)
             idxs.append(idx)
             aad = binding("write", thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
-            type_, data = self.dump_value(value, aad)
+            type_, data = self.dump_value(value, aad, (name, task_path))
             types.append(type_)
             blobs.append(data)
         special = all(channel in WRITES_IDX_MAP for channel, _ in writes)
@@ -202,7 +221,7 @@ class Writes(CoreBase):
             else:
                 base = None
             aad = binding("blob", thread_id, ns, channel, version)
-            packed_type, packed = self.pack_value(type_, data, aad)
+            packed_type, packed = self.pack_value(type_, data, aad, (base,))
             params["blob_channels"].append(channel)
             params["blob_versions"].append(version)
             params["blob_types"].append(packed_type)

@@ -41,9 +41,10 @@ from psycopg import DataError
 from ..core import SaverCore
 from ..core.maintenance import COPIED_BLOB_COLUMNS, COPIED_CHECKPOINT_COLUMNS, COPIED_WRITE_COLUMNS
 from ..errors import InvalidInputError, PgCheckpointError
+from ..integrity import add_structure, projection_keys
 from ..ops import On, Op, Stmt, Sweep
 from ..validate import check_id
-from ..values import binding
+from ..values import Columns, as_sealer, binding
 
 __all__ = ["ImportStats", "LangGraphImporter", "SourceSchemaError", "import_sweep"]
 
@@ -346,7 +347,7 @@ class LangGraphImporter:
             versions[TASKS] = version
             value = [self._load(type_, data) for type_, data in parent_sends]
             aad = binding("blob", thread_id, ns, TASKS, str(version))
-            type_, data = self.core.dump_value(value, aad)
+            type_, data = self.core.dump_value(value, aad, (None,))
             extra.append(
                 {
                     "checkpoint_ns": ns,
@@ -360,15 +361,34 @@ class LangGraphImporter:
             k: v for k, v in checkpoint.items() if k not in ("channel_values", "channel_versions")
         }
         record["channel_values"] = inline
+        sealed_parent = None
+        if as_sealer(self.core.serde) is not None:
+            held = {(c, str(v)) for (n, c, v) in stored if n == ns}
+            held.update((b["channel"], b["version"]) for b in extra)
+            add_structure(
+                record,
+                parent=parent_id,
+                versions=versions,
+                stored=[
+                    ch
+                    for ch, v in versions.items()
+                    if ch not in inline and (str(ch), str(v)) in held
+                ],
+            )
+            sealed_parent = parent_id or ""
         where = (thread_id, ns, checkpoint_id)
         type_, data = self.core.dump_value(record, binding("checkpoint", *where))
         metadata = dict(source["metadata"] or {})
-        metadata_type, metadata_blob = self.core.dump_value(metadata, binding("metadata", *where))
+        projection = self.core.metadata_projection(metadata)
+        metadata_type, metadata_blob = self.core.dump_value(
+            metadata, binding("metadata", *where), (projection_keys(projection),)
+        )
         run_id = metadata.get("run_id")
         row = {
             "checkpoint_ns": ns,
             "checkpoint_id": checkpoint_id,
             "parent_checkpoint_id": parent_id,
+            "sealed_parent_id": sealed_parent,
             "run_id": None if run_id is None else str(run_id),
             "type": type_,
             "checkpoint": data,
@@ -376,7 +396,7 @@ class LangGraphImporter:
             "inline_channels": json.dumps(list(inline)),
             "metadata_type": metadata_type,
             "metadata_blob": metadata_blob,
-            "metadata": json.dumps(self.core.metadata_projection(metadata)),
+            "metadata": json.dumps(projection),
             "created_at": _created_at(checkpoint.get("ts")),
         }
         return row, extra
@@ -397,7 +417,7 @@ class LangGraphImporter:
         type_, data = source["type"], source["blob"]
         if type_ != "empty":
             aad = binding("blob", thread_id, ns, channel, version)
-            type_, data = self._repack(type_, data, aad)
+            type_, data = self._repack(type_, data, aad, (None,))
         return {
             "checkpoint_ns": ns,
             "channel": channel,
@@ -418,22 +438,26 @@ class LangGraphImporter:
                 "type, so no serializer can read it; delete that row from checkpoint_writes"
             )
         aad = binding("write", thread_id, ns, checkpoint_id, task_id, idx)
-        type_, data = self._repack(source["type"], source["blob"], aad)
+        task_path = check_id("task_path", source["task_path"] or "")
+        channel = check_id("channel", source["channel"])
+        type_, data = self._repack(source["type"], source["blob"], aad, (channel, task_path))
         return {
             "checkpoint_ns": ns,
             "checkpoint_id": checkpoint_id,
             "task_id": task_id,
-            "task_path": check_id("task_path", source["task_path"] or ""),
+            "task_path": task_path,
             "idx": idx,
-            "channel": check_id("channel", source["channel"]),
+            "channel": channel,
             "type": type_,
             "blob": data,
         }
 
-    def _repack(self, type_: str, data: bytes, aad: bytes) -> tuple[str, bytes]:
+    def _repack(
+        self, type_: str, data: bytes, aad: bytes, columns: Columns
+    ) -> tuple[str, bytes]:
         if self.source_serde is None:
-            return self.core.pack_value(type_, bytes(data), aad)
-        return self.core.dump_value(self.source_serde.loads_typed((type_, data)), aad)
+            return self.core.pack_value(type_, bytes(data), aad, columns)
+        return self.core.dump_value(self.source_serde.loads_typed((type_, data)), aad, columns)
 
     def _load(self, type_: str, data: bytes) -> Any:
         serde = self.source_serde or self.core.inner_serde

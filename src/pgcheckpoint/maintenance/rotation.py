@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,7 +34,8 @@ from ..core import SaverCore
 from ..crypto import LANGGRAPH_EAX_LABEL, PLAINTEXT_LABEL, EncryptedSerde, cipher_label
 from ..errors import InvalidInputError
 from ..ops import Op, Row, Stmt, Sweep
-from ..values import binding, seal_value, unseal_value
+from ..validate import json_projection
+from ..values import FORMAT_2, binding
 
 __all__ = ["VALUE_KINDS", "RotationReport", "rotate_key", "rotation_sweep"]
 
@@ -111,11 +112,14 @@ def not_active(counts: dict[str, dict[str, int]], active: str) -> dict[str, int]
 def rotate_page_op(
     core: SaverCore, table: str, after: Row | None, limit: int
 ) -> Op[tuple[int, int, Row | None]]:
-    """Re-encrypt one page of `table` under the active key.
+    """Re-encrypt one page of `table` under the active key, in row format 2.
 
     Returns the values re-encrypted, the rows skipped because the application
     changed them meanwhile, and the row to continue after (`None` once the
-    table is done).
+    table is done). A row sealed by pgcheckpoint 0.1.0, by LangGraph or
+    stored in clear gains the row format 2 structure from its columns as they
+    are (`pgcheckpoint.core.reseal`); one in format 2 is checked against its
+    sealed record first.
 
     Example:
         >>> op = rotate_page_op(SaverCore(serde=serde), "blobs", None, 100)  # doctest: +SKIP
@@ -130,12 +134,8 @@ def rotate_page_op(
     if not rows:
         return 0, 0, None
 
-    def reseal(kind: str, type_: str, data: bytes, *where: str | int) -> tuple[str, bytes, int]:
-        if type_.endswith(serde.active_suffix):
-            return type_, data, 0
-        aad = binding(kind, *where)
-        inner, plain = unseal_value(serde, type_, data, aad)
-        return (*seal_value(serde, inner, plain, aad), 1)
+    def current(type_: str) -> bool:
+        return type_.endswith(serde.active_suffix)
 
     update: dict[str, list[Any]] = {c: [r[c] for r in rows] for c in key_columns}
     resealed: dict[tuple[Any, ...], int] = {}
@@ -146,45 +146,78 @@ def rotate_page_op(
             "old_digest",
             "old_metadata_type",
             "old_metadata_digest",
+            "old_columns_digest",
             "type",
             "checkpoint",
             "metadata_type",
             "metadata_blob",
             "metadata",
+            "sealed_parent_id",
         )
         update.update({c: [] for c in columns})
         for row in rows:
-            where = (row["thread_id"], row["checkpoint_ns"], row["checkpoint_id"])
-            type_, data, n1 = reseal("checkpoint", row["type"], row["checkpoint"], *where)
-            mtype, mdata, n2 = reseal(
-                "metadata", row["metadata_type"], row["metadata_blob"], *where
-            )
-            projection = None  # keeps the readable keys chosen when it was sealed
-            if n2 and cipher_label(row["metadata_type"]) in _UNSEALED_LABELS:
-                # Written without pgcheckpoint's encryption, the row keeps every
-                # metadata key in clear: keep only the filterable ones now.
-                metadata = core.load_value(mtype, mdata, binding("metadata", *where))
-                projection = json.dumps(core.metadata_projection(metadata), ensure_ascii=False)
+            thread_id = row["thread_id"]
+            type_, data, sealed_parent = row["type"], row["checkpoint"], row["sealed_parent_id"]
+            if not current(type_):
+                type_, data, sealed_parent = core.reseal_checkpoint(
+                    row, thread_id, thread_id, row["stored_channels"]
+                )
+            mtype, mdata, projection = row["metadata_type"], row["metadata_blob"], None
+            if not current(mtype):
+                readable = _readable_metadata(core, row)
+                mtype, mdata = core.reseal_metadata(row, thread_id, thread_id, readable)
+                if readable is not None:
+                    projection = json.dumps(readable, ensure_ascii=False)
             values = [row["type"], _digest(row["checkpoint"]), row["metadata_type"]]
-            values += [_digest(row["metadata_blob"]), type_, data, mtype, mdata, projection]
+            values += [_digest(row["metadata_blob"]), row["columns_digest"]]
+            values += [type_, data, mtype, mdata, projection, sealed_parent]
             for column, value in zip(columns, values, strict=True):
                 update[column].append(value)
-            resealed[where] = n1 + n2
+            where = tuple(row[c] for c in key_columns)
+            resealed[where] = int(type_ != row["type"]) + int(mtype != row["metadata_type"])
     else:
-        kind = "blob" if table == "blobs" else "write"
-        columns = ("old_type", "old_digest", "type", "blob")
+        reseal = core.reseal_blob if table == "blobs" else core.reseal_write
+        if table == "blobs":
+            columns = ("old_type", "old_digest", "old_base", "type", "blob")
+        else:
+            columns = ("old_type", "old_digest", "old_channel", "old_task_path", "type", "blob")
         update.update({c: [] for c in columns})
         for row in rows:
-            where = tuple(row[c] for c in key_columns)
-            type_, data, n = reseal(kind, row["type"], row["blob"], *where)
-            values = [row["type"], _digest(row["blob"]), type_, data]
+            type_, data = reseal(row, row["thread_id"], row["thread_id"])
+            values = [row["type"], _digest(row["blob"])]
+            if table == "blobs":
+                values.append(row["base_version"])
+            else:
+                values += [row["channel"], row["task_path"]]
+            values += [type_, data]
             for column, value in zip(columns, values, strict=True):
                 update[column].append(value)
-            resealed[where] = n
+            resealed[tuple(row[c] for c in key_columns)] = 1
     updated = yield Stmt(f"rotation_update_{table}", update, fetch=True)
     done = sum(resealed[tuple(r[c] for c in key_columns)] for r in updated)
     last = rows[-1] if len(rows) == limit else None
     return done, len(rows) - len(updated), last
+
+
+def _readable_metadata(core: SaverCore, row: Row) -> dict[str, Any] | None:
+    """The readable metadata column a row gets when its metadata is sealed anew.
+
+    Rows sealed in row format 2 keep theirs (checked against the sealed
+    metadata). Others get it from their metadata: all of it was readable in
+    rows written without pgcheckpoint's encryption, and is cut down to the
+    filterable keys; rows sealed by pgcheckpoint 0.1.0 keep the keys chosen
+    when they were written, with the values of their sealed metadata.
+    """
+    if core.sealed_format(row["metadata_type"]) == FORMAT_2:
+        return None
+    where = (row["thread_id"], row["checkpoint_ns"], row["checkpoint_id"])
+    metadata = core.load_value(
+        row["metadata_type"], row["metadata_blob"], binding("metadata", *where)
+    )
+    if cipher_label(row["metadata_type"]) in _UNSEALED_LABELS:
+        return dict(core.metadata_projection(metadata))
+    sealed = json_projection(dict(metadata))[0] if isinstance(metadata, Mapping) else {}
+    return {k: sealed[k] for k in row["metadata"] or {} if k in sealed}
 
 
 def _digest(data: bytes | None) -> bytes:

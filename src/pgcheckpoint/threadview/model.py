@@ -31,6 +31,7 @@ __all__ = [
     "TaskInfo",
     "ThreadPage",
     "ThreadSummary",
+    "Unreadable",
     "link",
 ]
 
@@ -44,6 +45,24 @@ class _Sealed(enum.Enum):
 
 SEALED = _Sealed.SEALED
 """A value encrypted under a key that is not configured."""
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """A stored value that cannot be read, shown in its place with the reason.
+
+    Attributes:
+        error: Why (the message of the `UnreadableValueError`, which names the row).
+
+    Example:
+        >>> Unreadable("its zstd frame is corrupt")
+        <unreadable: its zstd frame is corrupt>
+    """
+
+    error: str
+
+    def __repr__(self) -> str:
+        return f"<unreadable: {self.error}>"
 
 
 @dataclass

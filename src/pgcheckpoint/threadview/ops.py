@@ -7,8 +7,11 @@ a `CheckpointNode`: the step and source LangGraph recorded, the nodes that ran
 to make it, the channels it changed (names and stored sizes, no values), the
 tasks that saved writes against it (interrupts and errors with their payload)
 and the nodes it triggers. Values go through the saver core, so they are
-decrypted when its serializer is an `EncryptedSerde`; a value encrypted under
-a key that is not configured reads as `SEALED`.
+decrypted (and, sealed in row format 2, checked against their row) when its
+serializer is an `EncryptedSerde`; a value encrypted under a key that is not
+configured reads as `SEALED`, and one that cannot be read (corrupt, altered,
+or refused) as an `Unreadable` holding the error, so one bad row never stops
+a page or the list of threads.
 
 Example:
     >>> page = saver.run(thread_page_op(saver, "support-1234", limit=20))  # doctest: +SKIP
@@ -26,12 +29,14 @@ from langgraph.checkpoint.serde.types import ERROR, INTERRUPT, RESUME, TASKS
 from psycopg.types.json import Jsonb
 
 from ..core import SaverCore
+from ..core.reads import checkpoint_tuple, pending_write_rows, stored_pieces
 from ..crypto import KEYS_ENV, PLAINTEXT_LABEL, cipher_label
-from ..errors import DecryptionError
+from ..errors import DecryptionError, UnreadableValueError
+from ..integrity import take_structure
 from ..locking import LOCK_CLASS_THREAD, thread_lock_key
-from ..ops import Op, Row, Stmt
+from ..ops import Op, Row, Stmt, row_key
 from ..validate import check_id
-from ..values import Sealer, binding
+from ..values import Columns, Sealer, binding
 from .model import (
     SEALED,
     ChannelChange,
@@ -40,6 +45,7 @@ from .model import (
     TaskInfo,
     ThreadPage,
     ThreadSummary,
+    Unreadable,
     link,
 )
 from .triggers import nodes_that_ran, send_packets, task_name, triggered_nodes
@@ -54,18 +60,46 @@ __all__ = [
 ]
 
 
-def decode_value(core: SaverCore, type_: str | None, data: bytes | None, aad: bytes) -> Any:
-    """A stored value, or `SEALED` when it is encrypted and the core has no key.
+def decode_value(
+    core: SaverCore, type_: str | None, data: bytes | None, aad: bytes, columns: Columns = ()
+) -> Any:
+    """A stored value; `SEALED` when it is encrypted and the core has no key.
+
+    A value that cannot be read (corrupt, altered, refused) comes back as an
+    `Unreadable` holding the error, for the view to show in its place.
 
     Example:
-        >>> decode_value(SaverCore(), "msgpack+aesgcm:k1", b"...", b"")
+        >>> decode_value(SaverCore(), "msgpack+aesgcm2:k1", b"...", b"")
         <encrypted>
     """
     if type_ is None:
         return None
     if cipher_label(type_) != PLAINTEXT_LABEL and not isinstance(core.serde, Sealer):
         return SEALED
-    return core.load_value(type_, data, aad)
+    try:
+        return core.load_value(type_, data, aad, columns)
+    except UnreadableValueError as exc:
+        return Unreadable(str(exc))
+
+
+def _opened(core: SaverCore, row: Row) -> tuple[Any, Any]:
+    """The checkpoint record and metadata of a row, each checked as a read checks them."""
+    if cipher_label(row["type"]) != PLAINTEXT_LABEL and not isinstance(core.serde, Sealer):
+        record: Any = SEALED
+    else:
+        try:
+            record = core.open_record(row)[0]
+        except UnreadableValueError as exc:
+            record = Unreadable(str(exc))
+    label = cipher_label(row["metadata_type"])
+    if label != PLAINTEXT_LABEL and not isinstance(core.serde, Sealer):
+        metadata: Any = SEALED
+    else:
+        try:
+            metadata = core.open_metadata(row)
+        except UnreadableValueError as exc:
+            metadata = Unreadable(str(exc))
+    return record, metadata
 
 
 def node_from_row(core: SaverCore, row: Row) -> CheckpointNode:
@@ -74,16 +108,8 @@ def node_from_row(core: SaverCore, row: Row) -> CheckpointNode:
     Example:
         >>> node = node_from_row(saver, row)  # doctest: +SKIP
     """
-    thread_id, ns, checkpoint_id = row["thread_id"], row["checkpoint_ns"], row["checkpoint_id"]
-    record = decode_value(
-        core, row["type"], row["checkpoint"], binding("checkpoint", thread_id, ns, checkpoint_id)
-    )
-    metadata = decode_value(
-        core,
-        row["metadata_type"],
-        row["metadata_blob"],
-        binding("metadata", thread_id, ns, checkpoint_id),
-    )
+    thread_id, ns, checkpoint_id = row_key(row)
+    record, metadata = _opened(core, row)
     if not isinstance(metadata, Mapping):
         metadata = row["metadata"] or {}  # the readable JSONB projection
     parent_id = row["parent_checkpoint_id"]
@@ -95,12 +121,15 @@ def node_from_row(core: SaverCore, row: Row) -> CheckpointNode:
             row["parent_checkpoint"],
             binding("checkpoint", thread_id, ns, parent_id),
         )
+        if isinstance(parent_record, dict):
+            take_structure(parent_record)
     versions = dict(row["channel_versions"] or {})
     available = set(row["available_channels"] or ())
     trigger_values = _trigger_values(core, thread_id, ns, row)
     seen = record.get("versions_seen") if isinstance(record, Mapping) else None
     next_nodes: list[str] | None = None
-    if seen is not None and SEALED not in trigger_values.values():
+    unknown = any(v is SEALED or isinstance(v, Unreadable) for v in trigger_values.values())
+    if seen is not None and not unknown:
         next_nodes = triggered_nodes(seen, versions, available, trigger_values)
     ran: list[str] | None = None
     if parent_id is None or parent_record is None:
@@ -140,22 +169,26 @@ def node_from_row(core: SaverCore, row: Row) -> CheckpointNode:
 
 
 def _trigger_values(core: SaverCore, thread_id: str, ns: str, row: Row) -> dict[str, Any]:
-    pieces: dict[str, list[tuple[str, str, bytes]]] = {}
-    for channel, version, type_, data in zip(
+    pieces: dict[str, list[tuple[str, str, bytes, str | None]]] = {}
+    for channel, version, base, type_, data in zip(
         row["trigger_channels"] or (),
         row["trigger_versions"] or (),
+        row["trigger_bases"] or (),
         row["trigger_types"] or (),
         row["trigger_blobs"] or (),
         strict=True,
     ):
-        pieces.setdefault(channel, []).append((version, type_, data))
+        pieces.setdefault(channel, []).append((version, type_, data, base))
     values: dict[str, Any] = {}
     for channel, chain in pieces.items():
-        sealed = any(cipher_label(t) != PLAINTEXT_LABEL for _, t, _ in chain)
+        sealed = any(cipher_label(piece[1]) != PLAINTEXT_LABEL for piece in chain)
         if sealed and not isinstance(core.serde, Sealer):
             values[channel] = SEALED
-        else:
+            continue
+        try:
             values[channel] = core.load_blob((thread_id, ns, channel), chain)
+        except UnreadableValueError as exc:
+            values[channel] = Unreadable(str(exc))
     return values
 
 
@@ -179,7 +212,7 @@ def _tasks(core: SaverCore, row: Row, sends: Sequence[Any]) -> list[TaskInfo]:
             task.writes.append((channel, int(size or 0)))
             continue
         aad = binding("write", thread_id, ns, checkpoint_id, task_id, idx)
-        value = decode_value(core, type_, payload, aad)
+        value = decode_value(core, type_, payload, aad, (channel, path))
         if channel == INTERRUPT:
             for interrupt in value if isinstance(value, list | tuple) else [value]:
                 task.interrupts.append(getattr(interrupt, "value", interrupt))
@@ -359,6 +392,9 @@ def checkpoint_values_op(
 ) -> Op[CheckpointTuple | None]:
     """One checkpoint with its values and pending writes, decoded by the core.
 
+    A value that cannot be read (corrupt, altered, refused) is an `Unreadable`
+    holding the error, in the place of that value; the others still show.
+
     Raises:
         DecryptionError: The values are encrypted and no key is configured.
 
@@ -370,7 +406,10 @@ def checkpoint_values_op(
         "checkpoint_ns": check_id("checkpoint_ns", checkpoint_ns),
         "checkpoint_id": check_id("checkpoint_id", checkpoint_id),
     }
-    rows = yield Stmt("get_checkpoint_by_id", params, fetch=True)
+    sealed = isinstance(core.serde, Sealer)
+    rows = yield Stmt(
+        "get_checkpoint_by_id_sealed" if sealed else "get_checkpoint_by_id", params, fetch=True
+    )
     if not rows:
         return None
     row = rows[0]
@@ -383,4 +422,53 @@ def checkpoint_values_op(
                     f"{label!r} and no key is configured: set {KEYS_ENV} as the "
                     "application does"
                 )
-    return core.load_tuple(row)
+    try:
+        return core.load_tuple(row)
+    except UnreadableValueError:
+        return _piece_by_piece(core, row)
+
+
+# The entries that stand for a record or metadata that cannot be read.
+UNREADABLE_RECORD = "(checkpoint record)"
+UNREADABLE_METADATA = "(metadata)"
+
+
+def _piece_by_piece(core: SaverCore, row: Row) -> CheckpointTuple:
+    """`load_tuple`, with what cannot be read shown in its place as an `Unreadable`."""
+    thread_id, ns, checkpoint_id = row_key(row)
+    pieces = stored_pieces(row)
+    stored = [ch for ch, chain in pieces.items() if chain[-1][1] != "empty"]
+    values: dict[str, Any] = {}
+    parent = row["parent_checkpoint_id"]
+    record: dict[str, Any] = {}
+    try:
+        record, parent = core.open_record(row, stored)
+        values.update(record.get("channel_values") or {})
+    except UnreadableValueError as exc:
+        values[UNREADABLE_RECORD] = Unreadable(str(exc))
+    for channel in stored:
+        try:
+            values[channel] = core.load_blob((thread_id, ns, channel), pieces[channel])
+        except UnreadableValueError as exc:
+            values[channel] = Unreadable(str(exc))
+    record["channel_values"] = values
+    record["channel_versions"] = dict(row["channel_versions"] or {})
+    pending = [
+        (
+            task_id,
+            channel,
+            decode_value(
+                core,
+                type_,
+                data,
+                binding("write", thread_id, ns, checkpoint_id, task_id, idx),
+                (channel, path),
+            ),
+        )
+        for task_id, idx, channel, path, type_, data in pending_write_rows(row)
+    ]
+    try:
+        metadata = core.open_metadata(row)
+    except UnreadableValueError as exc:
+        metadata = {UNREADABLE_METADATA: Unreadable(str(exc))}
+    return checkpoint_tuple(row_key(row), record, metadata, parent, pending)

@@ -4,7 +4,8 @@ Interrupt questions, errors, resume values and channel values come back from
 the serializer as any Python object (pydantic models, dataclasses, sets,
 bytes); `jsonable` makes JSON of them for `--json` and `summarize` a line
 for the tree and a thread's status. A value that stays encrypted shows as
-`<encrypted>`.
+`<encrypted>`, one that cannot be read as `{"unreadable": reason}`, and an
+object of a type strict mode does not rebuild as `{"blocked": "module.name"}`.
 
 Example:
     >>> summarize({"question": "approve the plan?", "draft": "x" * 80}, 30)
@@ -23,7 +24,8 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from .model import SEALED
+from ..strict import Blocked
+from .model import SEALED, Unreadable
 
 __all__ = ["jsonable", "summarize"]
 
@@ -43,6 +45,10 @@ def jsonable(value: Any, *, _depth: int = 0) -> Any:
         return value if math.isfinite(value) else repr(value)
     if value is SEALED:
         return "<encrypted>"
+    if isinstance(value, Unreadable):
+        return {"unreadable": value.error}
+    if isinstance(value, Blocked):
+        return {"blocked": value.type_name}
     if isinstance(value, bytes | bytearray | memoryview):
         return {"bytes": base64.b64encode(bytes(value)).decode("ascii")}
     if isinstance(value, dt.datetime | dt.date | dt.time):
