@@ -28,6 +28,7 @@ from alembic.config import Config
 from alembic.script import ScriptDirectory
 from psycopg import sql
 
+from .drivers import libpq_dsn
 from .errors import PgCheckpointError
 from .locking import LOCK_CLASS_MIGRATE, migration_lock_key
 from .resources import migrations_dir
@@ -133,7 +134,7 @@ def migration_lock(
         ...     pass
     """
     key = migration_lock_key(schema)
-    with psycopg.connect(conninfo, autocommit=True) as conn:
+    with psycopg.connect(libpq_dsn(conninfo), autocommit=True) as conn:
         deadline = time.monotonic() + timeout
         delay = 0.05
         while not conn.execute(
@@ -161,7 +162,8 @@ def upgrade(
     interruption.
 
     Args:
-        conninfo: A libpq connection string or URI for a role that may run DDL.
+        conninfo: A libpq connection string or URI for a role that may run DDL
+            (`postgresql+psycopg://` URLs too).
         schema: The Postgres schema for the tables and the version table.
         revision: The target revision id, or "head".
         lock_timeout: Seconds to wait for another process's migration.
@@ -174,6 +176,7 @@ def upgrade(
         >>> upgrade("postgresql://postgres@127.0.0.1/app", schema="tenant_a")  # doctest: +SKIP
         '0001'
     """
+    conninfo = libpq_dsn(conninfo)
     with migration_lock(conninfo, schema, timeout=lock_timeout):
         before = current(conninfo, schema=schema)
         known = [rev for rev, _down, _title in history()]
@@ -210,6 +213,7 @@ def downgrade(
         >>> downgrade("postgresql://postgres@127.0.0.1/app", "base")  # doctest: +SKIP
         '0002'
     """
+    conninfo = libpq_dsn(conninfo)
     with migration_lock(conninfo, schema, timeout=lock_timeout):
         before = current(conninfo, schema=schema)
         command.downgrade(_config(conninfo, schema), revision)
@@ -222,7 +226,7 @@ def current(conninfo: str, *, schema: str = "public") -> str | None:
     Example:
         >>> current("postgresql://postgres@127.0.0.1/empty")  # doctest: +SKIP
     """
-    with psycopg.connect(conninfo, autocommit=True) as conn:
+    with psycopg.connect(libpq_dsn(conninfo), autocommit=True) as conn:
         table = f"{ident(schema)}.{VERSION_TABLE}"
         exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()
         if not exists or not exists[0]:

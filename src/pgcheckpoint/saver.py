@@ -39,6 +39,7 @@ from .drivers import (
     Cursors,
     conninfo_of,
     cursor_of,
+    libpq_dsn,
     pool_settings,
     pool_timeout_error,
     schema_error,
@@ -134,7 +135,9 @@ class PostgresSaver(SaverCore):
         """Open a saver over one new connection (or a pool), closed on exit.
 
         Args:
-            conn_string: A libpq connection string or URI.
+            conn_string: A libpq connection string or URI (a Unix-socket
+                directory as `host=/path`, a SQLAlchemy-style
+                `postgresql+psycopg://` URL as well).
             pipeline: Run statements in a psycopg pipeline.
             serde: The serializer of values.
             pool: True, or `ConnectionPool` settings such as
@@ -146,6 +149,7 @@ class PostgresSaver(SaverCore):
             >>> with PostgresSaver.from_conn_string(DSN) as saver:  # doctest: +SKIP
             ...     graph = builder.compile(checkpointer=saver)
         """
+        conn_string = libpq_dsn(conn_string)
         if pool:
             with ConnectionPool(conn_string, **pool_settings(pool)) as opened:
                 yield cls(opened, serde=serde, schema=schema)
