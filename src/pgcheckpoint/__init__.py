@@ -13,6 +13,7 @@ from .aio import AsyncPostgresSaver
 from .crypto import EncryptedSerde
 from .errors import (
     DecryptionError,
+    DriverMismatchError,
     InvalidInputError,
     MissingParentError,
     PgCheckpointError,
@@ -27,6 +28,7 @@ from .saver import PostgresSaver
 __all__ = [
     "AsyncPostgresSaver",
     "DecryptionError",
+    "DriverMismatchError",
     "EncryptedSerde",
     "InvalidInputError",
     "MissingParentError",

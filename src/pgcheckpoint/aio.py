@@ -31,7 +31,7 @@ from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from . import migrate
-from .blocking import SyncFromThreads  # sync: from .core import SaverCore
+from .blocking import SyncFromThreads  # sync: from .blocking import RefusesAsync
 from .drivers import (
     SCHEMA_ERRORS,
     Cursors,
@@ -75,8 +75,11 @@ __all__ = ["AsyncPostgresSaver"]
 
 T = TypeVar("T")
 
+# How long the connection that explains a pool timeout may take to fail.
+_PROBE_CONNECT_TIMEOUT = 5
 
-class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCore):
+
+class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(RefusesAsync):
     """A LangGraph checkpointer on PostgreSQL, for asyncio code.
 
     Drop-in for `langgraph.checkpoint.postgres.aio.AsyncPostgresSaver`. Its
@@ -185,10 +188,29 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCor
                 async with self.conn.connection() as conn:
                     yield conn
             except PoolTimeout as exc:
-                raise pool_timeout_error(self.conn, exc) from exc
+                raise pool_timeout_error(self.conn, exc, await self._connect_error()) from exc
         else:
             async with self.lock:
                 yield self.conn
+
+    async def _connect_error(self) -> Error | None:
+        # Why a pool that failed to connect timed out: psycopg_pool only logs the
+        # error, so one connection of our own asks the server again.
+        if not isinstance(self.conn, AsyncConnectionPool) or not self.conn.get_stats().get(
+            "connections_errors"
+        ):
+            return None
+        try:
+            conninfo = conninfo_of(self.conn)
+            probe = await AsyncConnection.connect(
+                conninfo, connect_timeout=_PROBE_CONNECT_TIMEOUT
+            )
+        except Error as exc:
+            return exc
+        except Exception:  # a conninfo computed at connect time: nothing to add
+            return None
+        await probe.close()
+        return None
 
     async def run(
         self, op: Op[T], *, atomic: bool = False, restart: Callable[[], Op[T]] | None = None
@@ -620,7 +642,7 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCor
                     await pool.check()
                     conn = await pool.getconn()
             except PoolTimeout as exc:
-                raise pool_timeout_error(pool, exc) from exc
+                raise pool_timeout_error(pool, exc, await self._connect_error()) from exc
             autocommit = conn.autocommit
             try:
                 await conn.set_autocommit(True)

@@ -1,10 +1,12 @@
-"""The sync methods of `AsyncPostgresSaver`, for code on other threads.
+"""Each driver's methods of the other kind: sync ones on the async saver, async ones refused.
 
 LangGraph calls a saver's sync methods from sync code (`graph.invoke`,
 `get_state`) and its async ones from async code. The async saver's sync
 methods run the async twin on the event loop the saver was made on and wait
 for it, as the official saver's do; called from that loop itself they would
-deadlock, and raise instead.
+deadlock, and once that loop is closed nothing would run them, so both raise
+instead. The sync saver's async methods say to use `AsyncPostgresSaver`
+(LangGraph's base class raises a bare `NotImplementedError` there).
 
 Example:
     >>> saver = AsyncPostgresSaver(pool)  # doctest: +SKIP
@@ -15,8 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+import concurrent.futures
+import contextlib
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from typing import Any, NoReturn
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -28,9 +32,12 @@ from langgraph.checkpoint.base import (
 )
 
 from .core import SaverCore
-from .errors import PgCheckpointError
+from .errors import DriverMismatchError
 
-__all__ = ["SyncFromThreads"]
+__all__ = ["RefusesAsync", "SyncFromThreads"]
+
+# How often a sync call waiting on the saver's loop checks that the loop still runs.
+_LOOP_CHECK_SECONDS = 0.5
 
 
 class SyncFromThreads(SaverCore):
@@ -46,16 +53,41 @@ class SyncFromThreads(SaverCore):
     def _blocking(self, method: str, *args: Any, **kwargs: Any) -> Any:
         # runs `a<method>` on the saver's loop and waits for it on this thread
         try:
-            if asyncio.get_running_loop() is self.loop:
-                raise PgCheckpointError(
-                    f"AsyncPostgresSaver.{method}() was called from the event loop it runs "
-                    f"on, which would deadlock; use `await saver.a{method}(...)` there, or "
-                    "call the sync method from another thread"
-                )
+            running = asyncio.get_running_loop()
         except RuntimeError:
-            pass
+            running = None
+        if running is self.loop:
+            raise DriverMismatchError(
+                f"AsyncPostgresSaver.{method}() was called from the event loop it runs "
+                f"on, which would deadlock; use `await saver.a{method}(...)` there, or "
+                "call the sync method from another thread"
+            )
+        if self.loop.is_closed() or not self.loop.is_running():
+            raise self._loop_gone(method)
         coro = getattr(self, "a" + method)(*args, **kwargs)
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+        try:
+            future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        except RuntimeError:  # the loop closed since the check above
+            coro.close()
+            raise self._loop_gone(method) from None
+        while True:
+            try:
+                return future.result(timeout=_LOOP_CHECK_SECONDS)
+            except concurrent.futures.TimeoutError:
+                # a loop that stopped meanwhile would leave this call waiting for ever
+                if not self.loop.is_running():
+                    with contextlib.suppress(RuntimeError):  # cancelling on a closed loop
+                        future.cancel()
+                    raise self._loop_gone(method) from None
+
+    def _loop_gone(self, method: str) -> DriverMismatchError:
+        state = "closed" if self.loop.is_closed() else "not running"
+        return DriverMismatchError(
+            f"AsyncPostgresSaver.{method}() runs on the event loop the saver was made on, and "
+            f"that loop is {state}: its sync methods only serve other threads while the loop "
+            f"runs; use PostgresSaver in sync code, or `await saver.a{method}(...)` in a "
+            "saver made on the running loop"
+        )
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """`aget_tuple` for code on another thread.
@@ -161,3 +193,83 @@ class SyncFromThreads(SaverCore):
         return self._blocking(  # type: ignore[no-any-return]
             "get_delta_channel_history", config=config, channels=channels
         )
+
+
+class RefusesAsync(SaverCore):
+    """`BaseCheckpointSaver`'s async methods on `PostgresSaver`: each says to use the async saver.
+
+    A graph compiled with a `PostgresSaver` and run with `ainvoke`, `astream`
+    or `aget_state` calls these; each raises `DriverMismatchError` naming
+    `AsyncPostgresSaver`.
+
+    Example:
+        >>> issubclass(PostgresSaver, RefusesAsync)  # doctest: +SKIP
+        True
+    """
+
+    def _refuse(self, method: str) -> NoReturn:
+        raise DriverMismatchError(
+            f"PostgresSaver is synchronous, and async code (graph.ainvoke, astream, "
+            f"aget_state) called its {method}(): for async code compile the graph with "
+            "AsyncPostgresSaver (`from pgcheckpoint import AsyncPostgresSaver`, "
+            "`async with AsyncPostgresSaver.from_conn_string(dsn) as saver: ...`), "
+            "or call graph.invoke"
+        )
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """Refused: use `AsyncPostgresSaver`."""
+        self._refuse("aget_tuple")
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """Refused: use `AsyncPostgresSaver`."""
+        self._refuse("alist")
+        yield  # an async generator, as the method it stands for
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Refused: use `AsyncPostgresSaver`."""
+        self._refuse("aput")
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Refused: use `AsyncPostgresSaver`."""
+        self._refuse("aput_writes")
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Refused: use `AsyncPostgresSaver`."""
+        self._refuse("adelete_thread")
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Refused: use `AsyncPostgresSaver`."""
+        self._refuse("acopy_thread")
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """Refused: use `AsyncPostgresSaver`."""
+        self._refuse("aprune")
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Refused: use `AsyncPostgresSaver`."""
+        self._refuse("adelete_for_runs")
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """Refused: use `AsyncPostgresSaver`."""
+        self._refuse("aget_delta_channel_history")

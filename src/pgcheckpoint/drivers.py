@@ -18,6 +18,7 @@ from psycopg import (
     AsyncCursor,
     Connection,
     Cursor,
+    Error,
     ProgrammingError,
     errors,
 )
@@ -147,13 +148,26 @@ def cursor_of(conn: Connection[Any] | AsyncConnection[Any], kept: Cursors) -> An
 
 
 def pool_timeout_error(
-    pool: ConnectionPool[Any] | AsyncConnectionPool[Any], exc: PoolTimeout
+    pool: ConnectionPool[Any] | AsyncConnectionPool[Any],
+    exc: PoolTimeout,
+    connect_error: Error | None = None,
 ) -> PoolTimeoutError:
-    """Say which pool ran dry and what to do about it.
+    """Say why a pool gave no connection in time, and what to do about it.
+
+    `connect_error` is what connecting to the server answers when the pool
+    has been failing to connect (a server that is down, a wrong password):
+    then that is the reason, not the pool's size.
 
     Example:
         >>> pool_timeout_error(pool, PoolTimeout("timeout"))  # doctest: +SKIP
     """
+    if connect_error is not None:
+        reason = str(connect_error).strip().replace("\n", " ")
+        return PoolTimeoutError(
+            f"no connection from pool {pool.name!r} within {pool.timeout:.1f}s: it cannot "
+            f"connect to the server ({type(connect_error).__name__}: {reason}); check that "
+            "the server is up and reachable, and the connection string and credentials"
+        )
     return PoolTimeoutError(
         f"no connection became free in pool {pool.name!r} (max_size={pool.max_size}) "
         f"within {pool.timeout:.1f}s: raise max_size, or hold connections for less time "

@@ -33,7 +33,7 @@ from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from . import migrate
-from .core import SaverCore
+from .blocking import RefusesAsync
 from .drivers import (
     SCHEMA_ERRORS,
     Cursors,
@@ -77,8 +77,11 @@ __all__ = ["PostgresSaver"]
 
 T = TypeVar("T")
 
+# How long the connection that explains a pool timeout may take to fail.
+_PROBE_CONNECT_TIMEOUT = 5
 
-class PostgresSaver(SaverCore):
+
+class PostgresSaver(RefusesAsync):
     """A LangGraph checkpointer on PostgreSQL, for synchronous code.
 
     Drop-in for `langgraph.checkpoint.postgres.PostgresSaver`: the same
@@ -183,10 +186,27 @@ class PostgresSaver(SaverCore):
                 with self.conn.connection() as conn:
                     yield conn
             except PoolTimeout as exc:
-                raise pool_timeout_error(self.conn, exc) from exc
+                raise pool_timeout_error(self.conn, exc, self._connect_error()) from exc
         else:
             with self.lock:
                 yield self.conn
+
+    def _connect_error(self) -> Error | None:
+        # Why a pool that failed to connect timed out: psycopg_pool only logs the
+        # error, so one connection of our own asks the server again.
+        if not isinstance(self.conn, ConnectionPool) or not self.conn.get_stats().get(
+            "connections_errors"
+        ):
+            return None
+        try:
+            conninfo = conninfo_of(self.conn)
+            probe = Connection.connect(conninfo, connect_timeout=_PROBE_CONNECT_TIMEOUT)
+        except Error as exc:
+            return exc
+        except Exception:  # a conninfo computed at connect time: nothing to add
+            return None
+        probe.close()
+        return None
 
     def run(
         self, op: Op[T], *, atomic: bool = False, restart: Callable[[], Op[T]] | None = None
@@ -606,7 +626,7 @@ class PostgresSaver(SaverCore):
                     pool.check()
                     conn = pool.getconn()
             except PoolTimeout as exc:
-                raise pool_timeout_error(pool, exc) from exc
+                raise pool_timeout_error(pool, exc, self._connect_error()) from exc
             autocommit = conn.autocommit
             try:
                 conn.autocommit = True

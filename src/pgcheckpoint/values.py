@@ -20,7 +20,7 @@ from typing import Any, Protocol, cast, runtime_checkable
 import zstandard
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from .errors import UnserializableValueError
+from .errors import DecryptionError, UnserializableValueError
 
 __all__ = [
     "COMPRESS_SUFFIX",
@@ -182,6 +182,25 @@ def describe_binding(aad: bytes) -> str:
     return f"the row bound to {aad!r}"
 
 
+def _refuse_sealed(type_: str, aad: bytes) -> None:
+    # An encrypted value read by a saver without the encrypting serde: the
+    # serializer's own error ("Unknown serialization type") would not say so.
+    from .crypto import KEYS_ENV, LANGGRAPH_EAX_LABEL, LANGGRAPH_KEY_ENV, cipher_label
+
+    label = cipher_label(type_)
+    if label == LANGGRAPH_EAX_LABEL:
+        written, env = "by LangGraph's EncryptedSerializer", LANGGRAPH_KEY_ENV
+    elif type_.rpartition("+")[2].startswith("aesgcm:"):
+        written, env = f"under key {label!r}", KEYS_ENV
+    else:
+        return
+    raise DecryptionError(
+        f"cannot read the {describe_binding(aad)}: it is encrypted {written} (type "
+        f"{type_!r}) and this saver has no key; pass serde=EncryptedSerde.from_env() to "
+        f"the saver, with {env} set as for the application that wrote it"
+    )
+
+
 def _compressor() -> zstandard.ZstdCompressor:
     comp = getattr(_zstd, "c", None)
     if comp is None:
@@ -260,6 +279,8 @@ class ValueCodec:
         sealer = as_sealer(self.serde)
         if sealer is not None:
             type_, data = unseal_value(sealer, type_, data, aad)
+        elif "+aes" in type_:
+            _refuse_sealed(type_, aad)
         if type_.endswith(COMPRESS_SUFFIX) and data is not None:
             type_ = type_[: -len(COMPRESS_SUFFIX)]
             data = _decompressor().decompress(data)
