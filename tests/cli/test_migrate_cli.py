@@ -99,6 +99,22 @@ def test_expected_errors_give_a_message_and_no_traceback(
     assert "Traceback" not in err
 
 
+def test_verbose_and_traceback_work_after_the_command_too(db_dsn: str, capsys: Any) -> None:
+    missing = make_conninfo(db_dsn, dbname="pgc_test_no_such_database")
+    for argv in (
+        ["--traceback", "current", "--dsn", missing],
+        ["current", "--dsn", missing, "--traceback"],
+    ):
+        with pytest.raises(psycopg.OperationalError):
+            main(argv)
+    assert main(["current", "--dsn", missing]) == EXIT_FAILED
+    assert "Traceback" not in capsys.readouterr().err
+    for argv in (["-v", "history"], ["history", "-v"], ["history", "--verbose"]):
+        parser, _commands, _broken = pgcheckpoint.cli.build_parser()
+        assert parser.parse_args(argv).verbose is True, argv
+    assert pgcheckpoint.cli.build_parser()[0].parse_args(["history"]).verbose is False
+
+
 def test_going_the_wrong_way_says_which_command_to_use(db_dsn: str, capsys: Any) -> None:
     assert main(["migrate", "--to", history()[0][0], "--dsn", db_dsn]) == EXIT_FAILED
     assert "run `pgcheckpoint downgrade 0001`" in capsys.readouterr().err

@@ -90,3 +90,5 @@ async def test_the_cron_command_fails_clearly(db_dsn: str, empty_db_dsn: str) ->
         assert result.returncode == code, (args, result.stderr)
         assert message in result.stderr, (args, result.stderr)
         assert "Traceback" not in result.stderr
+        if code == 1:  # the error is the only line, no progress line for a sweep not begun
+            assert len(result.stderr.splitlines()) == 1, (args, result.stderr)

@@ -271,12 +271,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, set[str], dict[str, BaseExc
         description="Manage pgcheckpoint's PostgreSQL schema and data.",
     )
     parser.add_argument("--version", action="version", version=f"pgcheckpoint {__version__}")
-    parser.add_argument(
-        "-v", "--verbose", action="store_true", help="log what is being done (e.g. each revision)"
-    )
-    parser.add_argument(
-        "--traceback", action="store_true", help="show a traceback for every error (debugging)"
-    )
+    _add_output_options(parser, default=False)
     add_connection_options(parser)
     subparsers = parser.add_subparsers(title="commands", metavar="COMMAND")
     broken: dict[str, BaseException] = {}
@@ -286,7 +281,28 @@ def build_parser() -> tuple[argparse.ArgumentParser, set[str], dict[str, BaseExc
             module.register(subparsers)
         except Exception as exc:  # one broken module must not take the others down
             broken[name] = exc
+    for command in subparsers.choices.values():
+        # after the command name too, as users append them to the command they ran
+        _add_output_options(command, default=argparse.SUPPRESS)
     return parser, set(subparsers.choices), broken
+
+
+def _add_output_options(parser: argparse.ArgumentParser, *, default: Any) -> None:
+    # SUPPRESS on a command: an option not given there keeps the value given before it
+    group = parser.add_argument_group("output")
+    group.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=default,
+        help="log what is being done (e.g. each revision)",
+    )
+    group.add_argument(
+        "--traceback",
+        action="store_true",
+        default=default,
+        help="show a traceback for every error (debugging)",
+    )
 
 
 def _requested(argv: Sequence[str]) -> str | None:
