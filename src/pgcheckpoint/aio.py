@@ -10,6 +10,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import logging
 import weakref
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -67,6 +68,7 @@ from .maintenance.retention import (
     keep_last_sweep,
     older_than_sweep,
 )
+from .official import OfficialThreads, official_threads_op, warn_official_threads
 from .ops import On, Op, OpRun, Row, Sweep
 from .queries import Queries
 from .validate import thread_of
@@ -75,6 +77,7 @@ __all__ = ["AsyncPostgresSaver"]
 
 T = TypeVar("T")
 
+_log = logging.getLogger(__name__)
 # How long the connection that explains a pool timeout may take to fail.
 _PROBE_CONNECT_TIMEOUT = 5
 
@@ -123,6 +126,8 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(RefusesA
         self.schema = schema
         self.queries = Queries(schema)
         self.supports_pipeline = Capabilities().has_pipeline()
+        # whether this saver looked for the official saver's threads yet (first read)
+        self.official_checked = False
 
     @classmethod
     @asynccontextmanager
@@ -173,11 +178,42 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(RefusesA
 
         Safe when several processes call it at once. Deploy pipelines can run
         `pgcheckpoint migrate` instead; then the application needs no DDL rights.
+        Logs a warning when the official saver's tables in the schema hold
+        threads pgcheckpoint's do not (see `check_official_threads`).
 
         Example:
             >>> await saver.setup()  # doctest: +SKIP
         """
         await asyncio.to_thread(migrate.upgrade, conninfo_of(self.conn), schema=self.schema)
+        await self.check_official_threads()
+
+    async def check_official_threads(self) -> OfficialThreads | None:
+        """Warn when the official saver's tables hold threads pgcheckpoint's do not.
+
+        After switching from langgraph-checkpoint-postgres, its threads stay in
+        its own tables until `pgcheckpoint import-langgraph` copies them; until
+        then they look empty. `setup()` and the saver's first read call this
+        (once per saver): a warning on the `pgcheckpoint` logger names the
+        command. It never fails: an error only skips the check.
+
+        Returns:
+            What was found, or None.
+
+        Example:
+            >>> found = await saver.check_official_threads()  # doctest: +SKIP
+            >>> found.missing if found else 0  # doctest: +SKIP
+            12
+        """
+        self.official_checked = True
+        try:
+            found = await self.run(official_threads_op(self.schema))
+        except PoolTimeout:
+            raise  # the read would wait for the pool again
+        except Exception as exc:  # the read it comes before must not fail because of it
+            _log.debug("could not look for the official saver's threads: %s", exc)
+            return None
+        warn_official_threads(found)
+        return found
 
     # -- the driver ---------------------------------------------------------------
 
@@ -343,6 +379,8 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(RefusesA
         Example:
             >>> await saver.aget_tuple({"configurable": {"thread_id": "t1"}})  # doctest: +SKIP
         """
+        if not self.official_checked:
+            await self.check_official_threads()
         return await self.run(self.get_tuple_op(config))
 
     async def alist(
@@ -361,6 +399,8 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(RefusesA
         def listing() -> Op[tuple[list[Row], Mapping[str, Any] | None]]:
             return self.list_op(config, filter=filter, before=before, limit=limit)
 
+        if not self.official_checked:
+            await self.check_official_threads()
         # two statements that only read: a lost connection starts the listing over
         rows, recheck = await self.run(listing(), restart=listing)
         # sync-only: yield from self.decode_listed(rows, recheck, limit)

@@ -11,6 +11,7 @@ Example:
 
 from __future__ import annotations
 
+import logging
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -69,6 +70,7 @@ from .maintenance.retention import (
     keep_last_sweep,
     older_than_sweep,
 )
+from .official import OfficialThreads, official_threads_op, warn_official_threads
 from .ops import On, Op, OpRun, Row, Sweep
 from .queries import Queries
 from .validate import thread_of
@@ -77,6 +79,7 @@ __all__ = ["PostgresSaver"]
 
 T = TypeVar("T")
 
+_log = logging.getLogger(__name__)
 # How long the connection that explains a pool timeout may take to fail.
 _PROBE_CONNECT_TIMEOUT = 5
 
@@ -123,6 +126,8 @@ class PostgresSaver(RefusesAsync):
         self.schema = schema
         self.queries = Queries(schema)
         self.supports_pipeline = Capabilities().has_pipeline()
+        # whether this saver looked for the official saver's threads yet (first read)
+        self.official_checked = False
 
     @classmethod
     @contextmanager
@@ -171,11 +176,42 @@ class PostgresSaver(RefusesAsync):
 
         Safe when several processes call it at once. Deploy pipelines can run
         `pgcheckpoint migrate` instead; then the application needs no DDL rights.
+        Logs a warning when the official saver's tables in the schema hold
+        threads pgcheckpoint's do not (see `check_official_threads`).
 
         Example:
             >>> saver.setup()  # doctest: +SKIP
         """
         migrate.upgrade(conninfo_of(self.conn), schema=self.schema)
+        self.check_official_threads()
+
+    def check_official_threads(self) -> OfficialThreads | None:
+        """Warn when the official saver's tables hold threads pgcheckpoint's do not.
+
+        After switching from langgraph-checkpoint-postgres, its threads stay in
+        its own tables until `pgcheckpoint import-langgraph` copies them; until
+        then they look empty. `setup()` and the saver's first read call this
+        (once per saver): a warning on the `pgcheckpoint` logger names the
+        command. It never fails: an error only skips the check.
+
+        Returns:
+            What was found, or None.
+
+        Example:
+            >>> found = saver.check_official_threads()  # doctest: +SKIP
+            >>> found.missing if found else 0  # doctest: +SKIP
+            12
+        """
+        self.official_checked = True
+        try:
+            found = self.run(official_threads_op(self.schema))
+        except PoolTimeout:
+            raise  # the read would wait for the pool again
+        except Exception as exc:  # the read it comes before must not fail because of it
+            _log.debug("could not look for the official saver's threads: %s", exc)
+            return None
+        warn_official_threads(found)
+        return found
 
     # -- the driver ---------------------------------------------------------------
 
@@ -337,6 +373,8 @@ class PostgresSaver(RefusesAsync):
         Example:
             >>> saver.get_tuple({"configurable": {"thread_id": "t1"}})  # doctest: +SKIP
         """
+        if not self.official_checked:
+            self.check_official_threads()
         return self.run(self.get_tuple_op(config))
 
     def list(
@@ -356,6 +394,8 @@ class PostgresSaver(RefusesAsync):
         def listing() -> Op[tuple[list[Row], Mapping[str, Any] | None]]:
             return self.list_op(config, filter=filter, before=before, limit=limit)
 
+        if not self.official_checked:
+            self.check_official_threads()
         # two statements that only read: a lost connection starts the listing over
         rows, recheck = self.run(listing(), restart=listing)
         yield from self.decode_listed(rows, recheck, limit)
