@@ -41,4 +41,4 @@ __all__ = [
     "rotate_key",
 ]
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
