@@ -46,11 +46,12 @@ bench: install
 # Only what the demo needs (the demo extra), quietly, and the wheel rebuilt only
 # when a file it is built from changed since the last `make demo`.
 $(VENV)/.demo-installed: $(WHEEL_SOURCES) | venv
-	rm -f dist/pgcheckpoint-*.whl
-	$(PIP) wheel --quiet --no-deps -w dist .
-	$(PIP) uninstall --yes --quiet pgcheckpoint
-	$(PIP) install --quiet "$$(ls dist/pgcheckpoint-*.whl)[demo]"
-	touch $@
+	@echo "installing pgcheckpoint and what the demo needs into $(VENV)"
+	@rm -f dist/pgcheckpoint-*.whl
+	@$(PIP) wheel --quiet --no-deps -w dist .
+	@$(PIP) uninstall --yes --quiet --quiet pgcheckpoint
+	@$(PIP) install --quiet "$$(ls dist/pgcheckpoint-*.whl)[demo]"
+	@touch $@
 
 demo: $(VENV)/.demo-installed
 	@$(BIN)/python -m pgcheckpoint.demo
