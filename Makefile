@@ -11,7 +11,7 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check
 WHEEL_SOURCES := pyproject.toml README.md $(shell find src sql migrations -type f \
 	-not -path '*/__pycache__/*' -not -name '*.pyc' 2>/dev/null)
 
-.PHONY: venv install test lint bench demo sync-twin schema-sql
+.PHONY: venv install test lint bench demo docs sync-twin schema-sql
 
 venv: $(BIN)/python
 
@@ -32,7 +32,7 @@ test: install
 	$(BIN)/pytest -n 2 $(PYTEST_ARGS) tests
 
 lint: install
-	$(BIN)/ruff check src tests migrations tools bench
+	$(BIN)/ruff check src tests migrations tools bench examples
 	$(BIN)/mypy src/pgcheckpoint tools
 
 # sql/schema.sql is rendered from the Alembic revisions (on the server of
@@ -55,6 +55,15 @@ $(VENV)/.demo-installed: $(WHEEL_SOURCES) | venv
 
 demo: $(VENV)/.demo-installed
 	@$(BIN)/python -m pgcheckpoint.demo
+
+# The site, into site/; --strict fails on a broken link or reference. The API
+# reference is read from the docstrings in src/ (the package is not imported).
+$(VENV)/.docs-installed: pyproject.toml | venv
+	$(PIP) install --quiet ".[docs]"
+	touch $@
+
+docs: $(VENV)/.docs-installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # saver.py is generated from aio.py (the sync driver from the async one); the
 # tool formats its output with ruff, hence the installed lint extra
