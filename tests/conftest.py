@@ -288,11 +288,17 @@ def transaction_pooler(dsn: str, *, pool_size: int) -> Iterator[str]:
     user = str(params.get("user") or "postgres")
     run_as: list[str] = []
     if os.geteuid() == 0:  # pgbouncer refuses to run as root
-        try:
-            pwd.getpwnam("postgres")
-        except KeyError:
-            pytest.skip("pgbouncer cannot run as root and there is no 'postgres' user")
-        run_as = ["-u", "postgres"]
+        host = str(params.get("host") or "")
+        # a Unix socket's directory (the embedded server's) may admit its owner alone
+        owner = pwd.getpwuid(os.stat(host).st_uid).pw_name if host.startswith("/") else ""
+        if owner and owner != "root":
+            run_as = ["-u", owner]
+        else:
+            try:
+                pwd.getpwnam("postgres")
+            except KeyError:
+                pytest.skip("pgbouncer cannot run as root and there is no 'postgres' user")
+            run_as = ["-u", "postgres"]
     port = _free_port()
     folder = Path(tempfile.mkdtemp(prefix="pgc_pgbouncer_"))
     folder.chmod(0o755)

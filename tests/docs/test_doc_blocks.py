@@ -12,6 +12,7 @@ import contextlib
 import os
 import re
 import secrets
+import shlex
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -176,8 +177,11 @@ def _text(block: Block, dsn: str, roles: dict[str, str]) -> str:
         user = re.match(r"[^:]+://([^@/:]+)@", url)
         # a role the blocks create logs in as itself, unless the server wants passwords
         if user and user.group(1) in roles and not password:
-            return url_of(make_conninfo(dsn, user=roles[user.group(1)]))
-        return url_of(dsn)
+            url = url_of(make_conninfo(dsn, user=roles[user.group(1)]))
+        else:
+            url = url_of(dsn)
+        # a socket host's URL has `?host=...&port=...`, which a shell would split
+        return shlex.quote(url)
 
     text = _URL.sub(database, block.text)
     for name, new in roles.items():
