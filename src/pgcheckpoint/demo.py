@@ -37,7 +37,7 @@ def main() -> int:
     from pgcheckpoint import PostgresSaver
 
     dsn = os.environ.get("PGCHECKPOINT_DSN")
-    if dsn:
+    if dsn and dsn != "embedded":  # `embedded` names what the demo falls back on
         print(f"database: PGCHECKPOINT_DSN ({dsn.split('@')[-1]})")
         dsn_option = ""
     else:
