@@ -20,7 +20,7 @@ import builtins
 import concurrent.futures
 import contextlib
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from typing import Any, NoReturn
+from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -195,81 +195,52 @@ class SyncFromThreads(SaverCore):
         )
 
 
+def _refused(method: str) -> Any:
+    """An async method of `PostgresSaver` that raises instead of running."""
+
+    async def refuse(self: RefusesAsync, *args: Any, **kwargs: Any) -> Any:
+        raise _mismatch(method)
+
+    refuse.__name__ = refuse.__qualname__ = method
+    refuse.__doc__ = "Refused: use `AsyncPostgresSaver`."
+    return refuse
+
+
+def _mismatch(method: str) -> DriverMismatchError:
+    return DriverMismatchError(
+        f"PostgresSaver is synchronous, and async code (graph.ainvoke, astream, "
+        f"aget_state) called its {method}(): for async code compile the graph with "
+        "AsyncPostgresSaver (`from pgcheckpoint import AsyncPostgresSaver`, "
+        "`async with AsyncPostgresSaver.from_conn_string(dsn) as saver: ...`), "
+        "or call graph.invoke"
+    )
+
+
 class RefusesAsync(SaverCore):
     """`BaseCheckpointSaver`'s async methods on `PostgresSaver`: each says to use the async saver.
 
     A graph compiled with a `PostgresSaver` and run with `ainvoke`, `astream`
     or `aget_state` calls these; each raises `DriverMismatchError` naming
-    `AsyncPostgresSaver`.
+    `AsyncPostgresSaver` (LangGraph's base class raises a bare
+    `NotImplementedError`). The signatures are the base class's.
 
     Example:
         >>> issubclass(PostgresSaver, RefusesAsync)  # doctest: +SKIP
         True
     """
 
-    def _refuse(self, method: str) -> NoReturn:
-        raise DriverMismatchError(
-            f"PostgresSaver is synchronous, and async code (graph.ainvoke, astream, "
-            f"aget_state) called its {method}(): for async code compile the graph with "
-            "AsyncPostgresSaver (`from pgcheckpoint import AsyncPostgresSaver`, "
-            "`async with AsyncPostgresSaver.from_conn_string(dsn) as saver: ...`), "
-            "or call graph.invoke"
-        )
-
-    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        """Refused: use `AsyncPostgresSaver`."""
-        self._refuse("aget_tuple")
+    aget_tuple = _refused("aget_tuple")
+    aput = _refused("aput")
+    aput_writes = _refused("aput_writes")
+    adelete_thread = _refused("adelete_thread")
+    acopy_thread = _refused("acopy_thread")
+    aprune = _refused("aprune")
+    adelete_for_runs = _refused("adelete_for_runs")
+    aget_delta_channel_history = _refused("aget_delta_channel_history")
 
     async def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
+        self, config: RunnableConfig | None, **kwargs: Any
     ) -> AsyncIterator[CheckpointTuple]:
         """Refused: use `AsyncPostgresSaver`."""
-        self._refuse("alist")
+        raise _mismatch("alist")
         yield  # an async generator, as the method it stands for
-
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        """Refused: use `AsyncPostgresSaver`."""
-        self._refuse("aput")
-
-    async def aput_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        """Refused: use `AsyncPostgresSaver`."""
-        self._refuse("aput_writes")
-
-    async def adelete_thread(self, thread_id: str) -> None:
-        """Refused: use `AsyncPostgresSaver`."""
-        self._refuse("adelete_thread")
-
-    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """Refused: use `AsyncPostgresSaver`."""
-        self._refuse("acopy_thread")
-
-    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        """Refused: use `AsyncPostgresSaver`."""
-        self._refuse("aprune")
-
-    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        """Refused: use `AsyncPostgresSaver`."""
-        self._refuse("adelete_for_runs")
-
-    async def aget_delta_channel_history(
-        self, *, config: RunnableConfig, channels: Sequence[str]
-    ) -> Mapping[str, DeltaChannelHistory]:
-        """Refused: use `AsyncPostgresSaver`."""
-        self._refuse("aget_delta_channel_history")
