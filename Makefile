@@ -6,20 +6,24 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
+PIP := $(BIN)/python -m pip --disable-pip-version-check
+# what the wheel is built from: `make demo` rebuilds it only when one changed
+WHEEL_SOURCES := pyproject.toml README.md $(shell find src sql migrations -type f \
+	-not -path '*/__pycache__/*' -not -name '*.pyc' 2>/dev/null)
 
-.PHONY: venv install test lint bench demo sync-twin schema-sql
+.PHONY: venv install test lint bench demo docs sync-twin schema-sql
 
 venv: $(BIN)/python
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --upgrade pip
+	$(PIP) install --quiet --upgrade pip
 
 install: venv
 	rm -f dist/pgcheckpoint-*.whl
-	$(BIN)/pip wheel --no-deps -w dist .
-	$(BIN)/pip uninstall --yes --quiet pgcheckpoint
-	$(BIN)/pip install "$$(ls dist/pgcheckpoint-*.whl)[test,lint]"
+	$(PIP) wheel --no-deps -w dist .
+	$(PIP) uninstall --yes --quiet pgcheckpoint
+	$(PIP) install "$$(ls dist/pgcheckpoint-*.whl)[test,lint]"
 	$(BIN)/python -c 'import sys, pgcheckpoint.embedded as m; \
 	sys.exit(None if "site-packages" in m.__file__ else f"pgcheckpoint imports from {m.__file__}")'
 
@@ -28,7 +32,7 @@ test: install
 	$(BIN)/pytest -n 2 $(PYTEST_ARGS) tests
 
 lint: install
-	$(BIN)/ruff check src tests migrations tools bench
+	$(BIN)/ruff check src tests migrations tools bench examples
 	$(BIN)/mypy src/pgcheckpoint tools
 
 # sql/schema.sql is rendered from the Alembic revisions (on the server of
@@ -39,8 +43,27 @@ schema-sql: install
 bench: install
 	$(BIN)/python bench/run.py
 
-demo: install
-	$(BIN)/python -m pgcheckpoint.demo
+# Only what the demo needs (the demo extra), quietly, and the wheel rebuilt only
+# when a file it is built from changed since the last `make demo`.
+$(VENV)/.demo-installed: $(WHEEL_SOURCES) | venv
+	@echo "installing pgcheckpoint and what the demo needs into $(VENV)"
+	@rm -f dist/pgcheckpoint-*.whl
+	@$(PIP) wheel --quiet --no-deps -w dist .
+	@$(PIP) uninstall --yes --quiet --quiet pgcheckpoint
+	@$(PIP) install --quiet "$$(ls dist/pgcheckpoint-*.whl)[demo]"
+	@touch $@
+
+demo: $(VENV)/.demo-installed
+	@$(BIN)/python -m pgcheckpoint.demo
+
+# The site, into site/; --strict fails on a broken link or reference. The API
+# reference is read from the docstrings in src/ (the package is not imported).
+$(VENV)/.docs-installed: pyproject.toml | venv
+	$(PIP) install --quiet ".[docs]"
+	touch $@
+
+docs: $(VENV)/.docs-installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # saver.py is generated from aio.py (the sync driver from the async one); the
 # tool formats its output with ruff, hence the installed lint extra

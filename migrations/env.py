@@ -16,6 +16,7 @@ import psycopg
 from alembic import context
 from sqlalchemy import create_engine, pool, text
 
+from pgcheckpoint.drivers import libpq_dsn
 from pgcheckpoint.migrate import ident, migration_lock
 
 VERSION_TABLE = "pgcheckpoint_alembic_version"
@@ -36,7 +37,7 @@ def _dsn() -> str:
         raise SystemExit(
             "no database given: pass -x dsn=postgresql://... or set PGCHECKPOINT_DSN"
         )
-    return str(dsn)
+    return libpq_dsn(str(dsn))
 
 
 def run_offline() -> None:

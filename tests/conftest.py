@@ -1,7 +1,9 @@
 """Database fixtures for the whole suite.
 
 `pg_server` finds a PostgreSQL server: the one `PGCHECKPOINT_TEST_DSN` names,
-else a testcontainers `postgres:16`, else the embedded `pgserver` one. Each
+else a testcontainers `postgres:16`, else the embedded `pgserver` one (which
+`PGCHECKPOINT_TEST_DSN=embedded` asks for by name: CI runs the tests that hand
+a DSN to the command line there, on its Unix socket). Each
 xdist worker builds one template database with the project's migrations, and
 each test gets its own database cloned from it (`db_dsn`) or an empty one
 (`empty_db_dsn`), dropped after the test.
@@ -42,11 +44,11 @@ _NAME_RE = re.compile(rf"^{DB_PREFIX}(\d+)_")
 def pg_server() -> Iterator[str]:
     """A DSN for a server whose databases the suite may create and drop."""
     named = os.environ.get("PGCHECKPOINT_TEST_DSN")
-    if named:
+    if named and named != "embedded":
         yield named
         return
     with contextlib.ExitStack() as stack:
-        dsn = _start_container(stack)
+        dsn = None if named else _start_container(stack)
         if dsn is None:
             from pgcheckpoint.embedded import embedded_dsn
 
@@ -286,11 +288,17 @@ def transaction_pooler(dsn: str, *, pool_size: int) -> Iterator[str]:
     user = str(params.get("user") or "postgres")
     run_as: list[str] = []
     if os.geteuid() == 0:  # pgbouncer refuses to run as root
-        try:
-            pwd.getpwnam("postgres")
-        except KeyError:
-            pytest.skip("pgbouncer cannot run as root and there is no 'postgres' user")
-        run_as = ["-u", "postgres"]
+        host = str(params.get("host") or "")
+        # a Unix socket's directory (the embedded server's) may admit its owner alone
+        owner = pwd.getpwuid(os.stat(host).st_uid).pw_name if host.startswith("/") else ""
+        if owner and owner != "root":
+            run_as = ["-u", owner]
+        else:
+            try:
+                pwd.getpwnam("postgres")
+            except KeyError:
+                pytest.skip("pgbouncer cannot run as root and there is no 'postgres' user")
+            run_as = ["-u", "postgres"]
     port = _free_port()
     folder = Path(tempfile.mkdtemp(prefix="pgc_pgbouncer_"))
     folder.chmod(0o755)

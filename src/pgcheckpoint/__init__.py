@@ -13,6 +13,7 @@ from .aio import AsyncPostgresSaver
 from .crypto import EncryptedSerde
 from .errors import (
     DecryptionError,
+    DriverMismatchError,
     InvalidInputError,
     MissingParentError,
     PgCheckpointError,
@@ -29,6 +30,7 @@ from .telemetry import Telemetry
 __all__ = [
     "AsyncPostgresSaver",
     "DecryptionError",
+    "DriverMismatchError",
     "EncryptedSerde",
     "InvalidInputError",
     "MissingParentError",
@@ -43,4 +45,4 @@ __all__ = [
     "rotate_key",
 ]
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

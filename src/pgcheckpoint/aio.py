@@ -32,7 +32,7 @@ from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from . import migrate
-from .blocking import SyncFromThreads  # sync: from .core import SaverCore
+from .blocking import SyncFromThreads  # sync: from .blocking import RefusesAsync
 from .caches import DEFAULT_CACHE_BYTES
 from .drivers import (
     POOL_PATIENCE,
@@ -41,6 +41,7 @@ from .drivers import (
     bypass_connect_args,
     conninfo_of,
     cursor_of,
+    libpq_dsn,
     pool_outage,
     pool_settings,
     pool_timeout_error,
@@ -72,9 +73,10 @@ from .maintenance.retention import (
     keep_last_sweep,
     older_than_sweep,
 )
+from .official import OfficialThreads, official_threads_op, warn_official_threads
 from .ops import On, Op, OpRun, Row, Sweep
 from .queries import Queries
-from .telemetry import DEFAULT_TELEMETRY, Activity, Telemetry, observe
+from .telemetry import DEFAULT_TELEMETRY, Activity, Telemetry, logger, observe
 from .validate import thread_of
 
 __all__ = ["AsyncPostgresSaver"]
@@ -82,7 +84,8 @@ __all__ = ["AsyncPostgresSaver"]
 T = TypeVar("T")
 
 
-class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCore):
+
+class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(RefusesAsync):
     """A LangGraph checkpointer on PostgreSQL, for asyncio code.
 
     Drop-in for `langgraph.checkpoint.postgres.aio.AsyncPostgresSaver`. Its
@@ -139,6 +142,8 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCor
             self.telemetry.watch_pool(conn)
             # when to connect without the pool, while it fails to (drivers.PoolOutage)
             self.outage = pool_outage(conn, asyncio.BoundedSemaphore)
+        # whether this saver looked for the official saver's threads yet (first read)
+        self.official_checked = False
 
     @classmethod
     @asynccontextmanager
@@ -156,7 +161,9 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCor
         """Open a saver over one new connection (or a pool), closed on exit.
 
         Args:
-            conn_string: A libpq connection string or URI.
+            conn_string: A libpq connection string or URI (a Unix-socket
+                directory as `host=/path`, a SQLAlchemy-style
+                `postgresql+psycopg://` URL as well).
             pipeline: Run statements in a psycopg pipeline.
             serde: The serializer of values.
             pool: True, or `AsyncConnectionPool` settings such as
@@ -170,6 +177,7 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCor
             >>> async with AsyncPostgresSaver.from_conn_string(DSN) as saver:  # doctest: +SKIP
             ...     graph = builder.compile(checkpointer=saver)
         """
+        conn_string = libpq_dsn(conn_string)
         if pool:
             async with AsyncConnectionPool(
                 conn_string, **pool_settings(pool, asynchronous=True)
@@ -205,6 +213,8 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCor
 
         Safe when several processes call it at once. Deploy pipelines can run
         `pgcheckpoint migrate` instead; then the application needs no DDL rights.
+        Logs a warning when the official saver's tables in the schema hold
+        threads pgcheckpoint's do not (see `check_official_threads`).
 
         Example:
             >>> await saver.setup()  # doctest: +SKIP
@@ -212,6 +222,35 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCor
         await asyncio.to_thread(
             migrate.upgrade, conninfo_of(self.conn), schema=self.schema, telemetry=self.telemetry
         )
+        await self.check_official_threads()
+
+    async def check_official_threads(self) -> OfficialThreads | None:
+        """Warn when the official saver's tables hold threads pgcheckpoint's do not.
+
+        After switching from langgraph-checkpoint-postgres, its threads stay in
+        its own tables until `pgcheckpoint import-langgraph` copies them; until
+        then they look empty. `setup()` and the saver's first read call this
+        (once per saver): a warning on the `pgcheckpoint` logger names the
+        command. It never fails: an error only skips the check.
+
+        Returns:
+            What was found, or None.
+
+        Example:
+            >>> found = await saver.check_official_threads()  # doctest: +SKIP
+            >>> found.missing if found else 0  # doctest: +SKIP
+            12
+        """
+        self.official_checked = True
+        try:
+            found = await self.run(official_threads_op(self.schema))
+        except PoolTimeout:
+            raise  # the read would wait for the pool again
+        except Exception as exc:  # the read it comes before must not fail because of it
+            logger.debug("could not look for the official saver's threads: %s", exc)
+            return None
+        warn_official_threads(found)
+        return found
 
     # -- the driver ---------------------------------------------------------------
 
@@ -459,6 +498,8 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCor
         Example:
             >>> await saver.aget_tuple({"configurable": {"thread_id": "t1"}})  # doctest: +SKIP
         """
+        if not self.official_checked:
+            await self.check_official_threads()
         return await self.run(self.get_tuple_op(config))
 
     async def alist(
@@ -477,6 +518,8 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCor
         def listing() -> Op[tuple[list[Row], Mapping[str, Any] | None]]:
             return self.list_op(config, filter=filter, before=before, limit=limit)
 
+        if not self.official_checked:
+            await self.check_official_threads()
         # two statements that only read: a lost connection starts the listing over
         rows, recheck = await self.run(listing(), restart=listing)
         # sync-only: yield from self.decode_listed(rows, recheck, limit)

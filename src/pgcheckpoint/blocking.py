@@ -1,10 +1,12 @@
-"""The sync methods of `AsyncPostgresSaver`, for code on other threads.
+"""Each driver's methods of the other kind: sync ones on the async saver, async ones refused.
 
 LangGraph calls a saver's sync methods from sync code (`graph.invoke`,
 `get_state`) and its async ones from async code. The async saver's sync
 methods run the async twin on the event loop the saver was made on and wait
 for it, as the official saver's do; called from that loop itself they would
-deadlock, and raise instead.
+deadlock, and once that loop is closed nothing would run them, so both raise
+instead. The sync saver's async methods say to use `AsyncPostgresSaver`
+(LangGraph's base class raises a bare `NotImplementedError` there).
 
 Example:
     >>> saver = AsyncPostgresSaver(pool)  # doctest: +SKIP
@@ -15,7 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-from collections.abc import Iterator, Mapping, Sequence
+import concurrent.futures
+import contextlib
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -28,9 +32,12 @@ from langgraph.checkpoint.base import (
 )
 
 from .core import SaverCore
-from .errors import PgCheckpointError
+from .errors import DriverMismatchError
 
-__all__ = ["SyncFromThreads"]
+__all__ = ["RefusesAsync", "SyncFromThreads"]
+
+# How often a sync call waiting on the saver's loop checks that the loop still runs.
+_LOOP_CHECK_SECONDS = 0.5
 
 
 class SyncFromThreads(SaverCore):
@@ -46,16 +53,41 @@ class SyncFromThreads(SaverCore):
     def _blocking(self, method: str, *args: Any, **kwargs: Any) -> Any:
         # runs `a<method>` on the saver's loop and waits for it on this thread
         try:
-            if asyncio.get_running_loop() is self.loop:
-                raise PgCheckpointError(
-                    f"AsyncPostgresSaver.{method}() was called from the event loop it runs "
-                    f"on, which would deadlock; use `await saver.a{method}(...)` there, or "
-                    "call the sync method from another thread"
-                )
+            running = asyncio.get_running_loop()
         except RuntimeError:
-            pass
+            running = None
+        if running is self.loop:
+            raise DriverMismatchError(
+                f"AsyncPostgresSaver.{method}() was called from the event loop it runs "
+                f"on, which would deadlock; use `await saver.a{method}(...)` there, or "
+                "call the sync method from another thread"
+            )
+        if self.loop.is_closed() or not self.loop.is_running():
+            raise self._loop_gone(method)
         coro = getattr(self, "a" + method)(*args, **kwargs)
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+        try:
+            future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        except RuntimeError:  # the loop closed since the check above
+            coro.close()
+            raise self._loop_gone(method) from None
+        while True:
+            try:
+                return future.result(timeout=_LOOP_CHECK_SECONDS)
+            except concurrent.futures.TimeoutError:
+                # a loop that stopped meanwhile would leave this call waiting for ever
+                if not self.loop.is_running():
+                    with contextlib.suppress(RuntimeError):  # cancelling on a closed loop
+                        future.cancel()
+                    raise self._loop_gone(method) from None
+
+    def _loop_gone(self, method: str) -> DriverMismatchError:
+        state = "closed" if self.loop.is_closed() else "not running"
+        return DriverMismatchError(
+            f"AsyncPostgresSaver.{method}() runs on the event loop the saver was made on, and "
+            f"that loop is {state}: its sync methods only serve other threads while the loop "
+            f"runs; use PostgresSaver in sync code, or `await saver.a{method}(...)` in a "
+            "saver made on the running loop"
+        )
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """`aget_tuple` for code on another thread.
@@ -161,3 +193,54 @@ class SyncFromThreads(SaverCore):
         return self._blocking(  # type: ignore[no-any-return]
             "get_delta_channel_history", config=config, channels=channels
         )
+
+
+def _refused(method: str) -> Any:
+    """An async method of `PostgresSaver` that raises instead of running."""
+
+    async def refuse(self: RefusesAsync, *args: Any, **kwargs: Any) -> Any:
+        raise _mismatch(method)
+
+    refuse.__name__ = refuse.__qualname__ = method
+    refuse.__doc__ = "Refused: use `AsyncPostgresSaver`."
+    return refuse
+
+
+def _mismatch(method: str) -> DriverMismatchError:
+    return DriverMismatchError(
+        f"PostgresSaver is synchronous, and async code (graph.ainvoke, astream, "
+        f"aget_state) called its {method}(): for async code compile the graph with "
+        "AsyncPostgresSaver (`from pgcheckpoint import AsyncPostgresSaver`, "
+        "`async with AsyncPostgresSaver.from_conn_string(dsn) as saver: ...`), "
+        "or call graph.invoke"
+    )
+
+
+class RefusesAsync(SaverCore):
+    """`BaseCheckpointSaver`'s async methods on `PostgresSaver`: each says to use the async saver.
+
+    A graph compiled with a `PostgresSaver` and run with `ainvoke`, `astream`
+    or `aget_state` calls these; each raises `DriverMismatchError` naming
+    `AsyncPostgresSaver` (LangGraph's base class raises a bare
+    `NotImplementedError`). The signatures are the base class's.
+
+    Example:
+        >>> issubclass(PostgresSaver, RefusesAsync)  # doctest: +SKIP
+        True
+    """
+
+    aget_tuple = _refused("aget_tuple")
+    aput = _refused("aput")
+    aput_writes = _refused("aput_writes")
+    adelete_thread = _refused("adelete_thread")
+    acopy_thread = _refused("acopy_thread")
+    aprune = _refused("aprune")
+    adelete_for_runs = _refused("adelete_for_runs")
+    aget_delta_channel_history = _refused("aget_delta_channel_history")
+
+    async def alist(
+        self, config: RunnableConfig | None, **kwargs: Any
+    ) -> AsyncIterator[CheckpointTuple]:
+        """Refused: use `AsyncPostgresSaver`."""
+        raise _mismatch("alist")
+        yield  # an async generator, as the method it stands for

@@ -473,7 +473,7 @@ class EncryptedSerde:
             f"{describe_row(aad)} is stored unencrypted (type {type_!r}) and encryption "
             "is on, so it is refused; pass EncryptedSerde(allow_plaintext=True) while "
             "migrating a database written without encryption, then run "
-            "`pgcheckpoint rotate-key`"
+            "`pgcheckpoint rotate-key --allow-plaintext`"
         )
 
     def _open_gcm(self, key_id: str, data: bytes, aad: bytes) -> bytes:

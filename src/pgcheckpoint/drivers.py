@@ -1,5 +1,5 @@
-"""Pieces both drivers share: pool settings, conninfo, the kept cursor, a pool's
-outages, error translation.
+"""Pieces both drivers share: connection strings, pool settings, the kept cursor, a
+pool's outages, errors.
 
 Example:
     >>> from pgcheckpoint.drivers import pool_settings
@@ -10,6 +10,7 @@ Example:
 from __future__ import annotations
 
 import math
+import re
 import threading
 import weakref
 from collections.abc import Callable, Mapping
@@ -21,13 +22,14 @@ from psycopg import (
     Connection,
     Cursor,
     Error,
+    ProgrammingError,
     errors,
 )
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
-from .errors import PgCheckpointError, PoolTimeoutError, SchemaOutOfDateError
+from .errors import InvalidInputError, PgCheckpointError, PoolTimeoutError, SchemaOutOfDateError
 from .ops import Op, Stmt
 
 # What a statement raises when the schema lacks a table or column it expects. The
@@ -36,6 +38,35 @@ SCHEMA_ERRORS = (errors.UndefinedTable, errors.UndefinedColumn)
 
 # Connection options psycopg takes that are not libpq parameters.
 _NOT_LIBPQ = {"autocommit", "prepare_threshold", "row_factory", "cursor_factory", "context"}
+# SQLAlchemy-style URLs ("postgresql+psycopg://", common in DATABASE_URL) name a
+# driver in the scheme, which libpq does not read.
+_DRIVER_SCHEME = re.compile(r"^(\s*postgres(?:ql)?)\+\w+://")
+
+
+def libpq_dsn(dsn: str) -> str:
+    """A connection string as libpq reads it; SQLAlchemy-style URLs lose their driver.
+
+    Every form libpq takes passes unchanged, Unix-socket directories included
+    (`host=/run/postgresql dbname=app`, `postgresql://app@/app?host=/run/postgresql`,
+    `postgresql://app@%2Frun%2Fpostgresql/app`); `postgresql+psycopg://...`
+    becomes `postgresql://...`.
+
+    Raises:
+        InvalidInputError: libpq cannot parse it (the message says why).
+
+    Example:
+        >>> libpq_dsn("postgresql+psycopg://app@/app?host=/run/postgresql")
+        'postgresql://app@/app?host=/run/postgresql'
+    """
+    text = _DRIVER_SCHEME.sub(r"\1://", dsn)
+    try:
+        conninfo_to_dict(text)
+    except ProgrammingError as exc:
+        raise InvalidInputError(
+            f"invalid connection string: {str(exc).strip()}; write a libpq string "
+            "('host=/run/postgresql dbname=app') or URI ('postgresql://user@host/app')"
+        ) from None
+    return text
 
 # How long an operation waits for a pooled connection before it asks whether the
 # pool is failing to connect (`PoolOutage`); the saver is back within about this

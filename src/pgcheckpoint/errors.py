@@ -16,6 +16,7 @@ from psycopg_pool import PoolTimeout
 
 __all__ = [
     "DecryptionError",
+    "DriverMismatchError",
     "InvalidInputError",
     "MissingParentError",
     "PgCheckpointError",
@@ -117,6 +118,20 @@ class DecryptionError(UnreadableValueError):
     Example:
         >>> str(DecryptionError("blob of channel 'messages' failed authentication"))
         "blob of channel 'messages' failed authentication"
+    """
+
+
+class DriverMismatchError(PgCheckpointError, NotImplementedError):
+    """A saver was used the way only the other driver can serve.
+
+    `PostgresSaver` called from async code (`graph.ainvoke`, `astream`,
+    `aget_state`), or `AsyncPostgresSaver`'s sync methods called where its
+    event loop cannot run them (on that loop itself, or once it stopped).
+    Also a `NotImplementedError`, which LangGraph's base class raises there.
+
+    Example:
+        >>> issubclass(DriverMismatchError, (PgCheckpointError, NotImplementedError))
+        True
     """
 
 

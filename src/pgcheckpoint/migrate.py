@@ -26,6 +26,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
+from .drivers import libpq_dsn
 from .errors import PgCheckpointError
 from .locking import LOCK_CLASS_MIGRATE, migration_lock_key
 from .resources import migrations_dir
@@ -137,7 +138,7 @@ def migration_lock(
         ...     pass
     """
     key = migration_lock_key(schema)
-    with psycopg.connect(conninfo, autocommit=True) as conn:
+    with psycopg.connect(libpq_dsn(conninfo), autocommit=True) as conn:
         deadline = time.monotonic() + timeout
         delay = 0.05
         while not conn.execute(
@@ -170,7 +171,8 @@ def upgrade(
     interruption.
 
     Args:
-        conninfo: A libpq connection string or URI for a role that may run DDL.
+        conninfo: A libpq connection string or URI for a role that may run DDL
+            (`postgresql+psycopg://` URLs too).
         schema: The Postgres schema for the tables and the version table.
         revision: The target revision id, or "head".
         lock_timeout: Seconds to wait for another process's migration.
@@ -184,6 +186,7 @@ def upgrade(
         >>> upgrade("postgresql://postgres@127.0.0.1/app", schema="tenant_a")  # doctest: +SKIP
         '0001'
     """
+    conninfo = libpq_dsn(conninfo)
     with (
         _observe("migrate", conninfo, schema, revision, telemetry) as activity,
         migration_lock(conninfo, schema, timeout=lock_timeout),
@@ -231,6 +234,7 @@ def downgrade(
         >>> downgrade("postgresql://postgres@127.0.0.1/app", "base")  # doctest: +SKIP
         '0002'
     """
+    conninfo = libpq_dsn(conninfo)
     with (
         _observe("downgrade", conninfo, schema, revision, telemetry) as activity,
         migration_lock(conninfo, schema, timeout=lock_timeout),
@@ -260,7 +264,7 @@ def current(conninfo: str, *, schema: str = "public") -> str | None:
     Example:
         >>> current("postgresql://postgres@127.0.0.1/empty")  # doctest: +SKIP
     """
-    with psycopg.connect(conninfo, autocommit=True) as conn:
+    with psycopg.connect(libpq_dsn(conninfo), autocommit=True) as conn:
         table = f"{ident(schema)}.{VERSION_TABLE}"
         exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()
         if not exists or not exists[0]:

@@ -34,8 +34,8 @@ from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from . import migrate
+from .blocking import RefusesAsync
 from .caches import DEFAULT_CACHE_BYTES
-from .core import SaverCore
 from .drivers import (
     POOL_PATIENCE,
     SCHEMA_ERRORS,
@@ -43,6 +43,7 @@ from .drivers import (
     bypass_connect_args,
     conninfo_of,
     cursor_of,
+    libpq_dsn,
     pool_outage,
     pool_settings,
     pool_timeout_error,
@@ -74,9 +75,10 @@ from .maintenance.retention import (
     keep_last_sweep,
     older_than_sweep,
 )
+from .official import OfficialThreads, official_threads_op, warn_official_threads
 from .ops import On, Op, OpRun, Row, Sweep
 from .queries import Queries
-from .telemetry import DEFAULT_TELEMETRY, Activity, Telemetry, observe
+from .telemetry import DEFAULT_TELEMETRY, Activity, Telemetry, logger, observe
 from .validate import thread_of
 
 __all__ = ["PostgresSaver"]
@@ -84,7 +86,7 @@ __all__ = ["PostgresSaver"]
 T = TypeVar("T")
 
 
-class PostgresSaver(SaverCore):
+class PostgresSaver(RefusesAsync):
     """A LangGraph checkpointer on PostgreSQL, for synchronous code.
 
     Drop-in for `langgraph.checkpoint.postgres.PostgresSaver`: the same
@@ -139,6 +141,8 @@ class PostgresSaver(SaverCore):
             self.telemetry.watch_pool(conn)
             # when to connect without the pool, while it fails to (drivers.PoolOutage)
             self.outage = pool_outage(conn, threading.BoundedSemaphore)
+        # whether this saver looked for the official saver's threads yet (first read)
+        self.official_checked = False
 
     @classmethod
     @contextmanager
@@ -156,7 +160,9 @@ class PostgresSaver(SaverCore):
         """Open a saver over one new connection (or a pool), closed on exit.
 
         Args:
-            conn_string: A libpq connection string or URI.
+            conn_string: A libpq connection string or URI (a Unix-socket
+                directory as `host=/path`, a SQLAlchemy-style
+                `postgresql+psycopg://` URL as well).
             pipeline: Run statements in a psycopg pipeline.
             serde: The serializer of values.
             pool: True, or `ConnectionPool` settings such as
@@ -170,6 +176,7 @@ class PostgresSaver(SaverCore):
             >>> with PostgresSaver.from_conn_string(DSN) as saver:  # doctest: +SKIP
             ...     graph = builder.compile(checkpointer=saver)
         """
+        conn_string = libpq_dsn(conn_string)
         if pool:
             with ConnectionPool(conn_string, **pool_settings(pool)) as opened:
                 yield cls(
@@ -203,11 +210,42 @@ class PostgresSaver(SaverCore):
 
         Safe when several processes call it at once. Deploy pipelines can run
         `pgcheckpoint migrate` instead; then the application needs no DDL rights.
+        Logs a warning when the official saver's tables in the schema hold
+        threads pgcheckpoint's do not (see `check_official_threads`).
 
         Example:
             >>> saver.setup()  # doctest: +SKIP
         """
         migrate.upgrade(conninfo_of(self.conn), schema=self.schema, telemetry=self.telemetry)
+        self.check_official_threads()
+
+    def check_official_threads(self) -> OfficialThreads | None:
+        """Warn when the official saver's tables hold threads pgcheckpoint's do not.
+
+        After switching from langgraph-checkpoint-postgres, its threads stay in
+        its own tables until `pgcheckpoint import-langgraph` copies them; until
+        then they look empty. `setup()` and the saver's first read call this
+        (once per saver): a warning on the `pgcheckpoint` logger names the
+        command. It never fails: an error only skips the check.
+
+        Returns:
+            What was found, or None.
+
+        Example:
+            >>> found = saver.check_official_threads()  # doctest: +SKIP
+            >>> found.missing if found else 0  # doctest: +SKIP
+            12
+        """
+        self.official_checked = True
+        try:
+            found = self.run(official_threads_op(self.schema))
+        except PoolTimeout:
+            raise  # the read would wait for the pool again
+        except Exception as exc:  # the read it comes before must not fail because of it
+            logger.debug("could not look for the official saver's threads: %s", exc)
+            return None
+        warn_official_threads(found)
+        return found
 
     # -- the driver ---------------------------------------------------------------
 
@@ -448,6 +486,8 @@ class PostgresSaver(SaverCore):
         Example:
             >>> saver.get_tuple({"configurable": {"thread_id": "t1"}})  # doctest: +SKIP
         """
+        if not self.official_checked:
+            self.check_official_threads()
         return self.run(self.get_tuple_op(config))
 
     def list(
@@ -467,6 +507,8 @@ class PostgresSaver(SaverCore):
         def listing() -> Op[tuple[list[Row], Mapping[str, Any] | None]]:
             return self.list_op(config, filter=filter, before=before, limit=limit)
 
+        if not self.official_checked:
+            self.check_official_threads()
         # two statements that only read: a lost connection starts the listing over
         rows, recheck = self.run(listing(), restart=listing)
         yield from self.decode_listed(rows, recheck, limit)

@@ -29,7 +29,12 @@ from typing import Any, Protocol, runtime_checkable
 import zstandard
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from .errors import PgCheckpointError, UnreadableValueError, UnserializableValueError
+from .errors import (
+    DecryptionError,
+    PgCheckpointError,
+    UnreadableValueError,
+    UnserializableValueError,
+)
 
 __all__ = [
     "COMPRESS_SUFFIX",
@@ -283,6 +288,25 @@ def describe_binding(aad: bytes) -> str:
     return f"the row bound to {aad!r}"
 
 
+def _refuse_sealed(type_: str, aad: bytes) -> None:
+    # An encrypted value read by a saver without the encrypting serde: the
+    # serializer's own error ("Unknown serialization type") would not say so.
+    from .crypto import KEYS_ENV, LANGGRAPH_EAX_LABEL, LANGGRAPH_KEY_ENV, cipher_label
+
+    label = cipher_label(type_)
+    if label == LANGGRAPH_EAX_LABEL:
+        written, env = "by LangGraph's EncryptedSerializer", LANGGRAPH_KEY_ENV
+    elif type_.rpartition("+")[2].startswith(("aesgcm:", "aesgcm2:")):
+        written, env = f"under key {label!r}", KEYS_ENV
+    else:
+        return
+    raise DecryptionError(
+        f"cannot read the {describe_row(aad)}: it is encrypted {written} (type "
+        f"{type_!r}) and this saver has no key; pass serde=EncryptedSerde.from_env() to "
+        f"the saver, with {env} set as for the application that wrote it"
+    )
+
+
 class _ZstdContexts:
     """zstd contexts shared by every thread: a compressor per size class, decompressors.
 
@@ -418,6 +442,8 @@ class ValueCodec:
         sealer = as_sealer(self.serde)
         if sealer is not None:
             type_, data = unseal_value(sealer, type_, data, aad, columns)
+        elif "+aes" in type_:
+            _refuse_sealed(type_, aad)
         elif data is None and type_ not in ("null", "empty"):
             raise UnreadableValueError(
                 f"the {describe_row(aad)} is NULL although its type {type_!r} says it "

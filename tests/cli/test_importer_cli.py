@@ -384,3 +384,26 @@ def test_missing_source_tables_and_unmigrated_target_are_explained(
     assert "Traceback" not in err
     assert main(["import-langgraph", "--dsn", empty_db_dsn, "--from-dsn", db_dsn]) == 1
     assert "run `pgcheckpoint migrate` first" in capsys.readouterr().err
+
+
+def test_a_named_thread_the_source_lacks_is_reported_not_counted(
+    db_dsn: str, official: OfficialSaver, capsys: Any
+) -> None:
+    first = {"configurable": {"thread_id": "t1", "checkpoint_ns": ""}}
+    official.put(first, empty_checkpoint(), {"source": "input", "step": -1}, {})
+    argv = ["import-langgraph", "--dsn", db_dsn, "--thread", "t1", "--thread", "nope"]
+    assert main(argv) == 1
+    captured = capsys.readouterr()
+    assert "copied 1 checkpoints of 1 threads" in captured.out
+    assert (
+        "thread 'nope' not copied: the official saver's tables in schema 'public' have no "
+        "thread 'nope'"
+    ) in captured.err
+    assert "1 threads were not copied" in captured.err
+
+
+def test_the_help_says_the_import_does_not_migrate(capsys: Any) -> None:
+    assert main(["import-langgraph", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "It does not create or upgrade those: run `pgcheckpoint migrate` first." in text
+    assert "migrated first" not in text

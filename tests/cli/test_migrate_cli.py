@@ -8,7 +8,8 @@ from typing import Any
 
 import psycopg
 import pytest
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.conninfo import make_conninfo
+from support.dsn import url_of
 
 import pgcheckpoint.cli
 from pgcheckpoint.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, main
@@ -19,11 +20,6 @@ from pgcheckpoint.migrate import current, head, history, upgrade
 def no_dsn_in_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PGCHECKPOINT_DSN", raising=False)
     monkeypatch.delenv("DATABASE_URL", raising=False)
-
-
-def url(dsn: str, scheme: str = "postgresql") -> str:
-    params = conninfo_to_dict(dsn)
-    return f"{scheme}://{params['user']}@{params['host']}:{params['port']}/{params['dbname']}"
 
 
 def test_migrate_current_and_downgrade(empty_db_dsn: str, capsys: Any) -> None:
@@ -55,7 +51,7 @@ def test_dsn_comes_from_the_option_then_pgcheckpoint_dsn_then_database_url(
     db_dsn: str, empty_db_dsn: str, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
     # SQLAlchemy-style URLs, common in DATABASE_URL, work too
-    monkeypatch.setenv("DATABASE_URL", url(db_dsn, "postgresql+psycopg"))
+    monkeypatch.setenv("DATABASE_URL", url_of(db_dsn, "postgresql+psycopg"))
     assert main(["current"]) == EXIT_OK
     assert capsys.readouterr().out.strip() == f"{head()} (head)"
     monkeypatch.setenv("PGCHECKPOINT_DSN", empty_db_dsn)
@@ -87,7 +83,7 @@ def test_schema_option(empty_db_dsn: str, capsys: Any) -> None:
         (["downgrade", "9999", "--dsn", "{dsn}"], EXIT_FAILED, "pgcheckpoint history"),
         (["migrate", "--from", "0001", "--dsn", "{dsn}"], EXIT_USAGE, "--from only applies"),
         (["migrate", "--dsn", "{missing}"], EXIT_FAILED, "cannot use the database"),
-        (["migrate", "--dsn", "not a dsn"], EXIT_USAGE, "invalid DSN"),
+        (["migrate", "--dsn", "not a dsn"], EXIT_USAGE, "invalid connection string"),
         (["migrate", "--bogus"], EXIT_USAGE, "unrecognized arguments: --bogus"),
         ([], EXIT_USAGE, "usage: pgcheckpoint"),
     ],
@@ -101,6 +97,22 @@ def test_expected_errors_give_a_message_and_no_traceback(
     err = capsys.readouterr().err
     assert message in err
     assert "Traceback" not in err
+
+
+def test_verbose_and_traceback_work_after_the_command_too(db_dsn: str, capsys: Any) -> None:
+    missing = make_conninfo(db_dsn, dbname="pgc_test_no_such_database")
+    for argv in (
+        ["--traceback", "current", "--dsn", missing],
+        ["current", "--dsn", missing, "--traceback"],
+    ):
+        with pytest.raises(psycopg.OperationalError):
+            main(argv)
+    assert main(["current", "--dsn", missing]) == EXIT_FAILED
+    assert "Traceback" not in capsys.readouterr().err
+    for argv in (["-v", "history"], ["history", "-v"], ["history", "--verbose"]):
+        parser, _commands, _broken = pgcheckpoint.cli.build_parser()
+        assert parser.parse_args(argv).verbose is True, argv
+    assert pgcheckpoint.cli.build_parser()[0].parse_args(["history"]).verbose is False
 
 
 def test_going_the_wrong_way_says_which_command_to_use(db_dsn: str, capsys: Any) -> None:

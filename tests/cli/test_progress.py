@@ -43,3 +43,26 @@ def test_progress_of_unknown_total_and_of_a_failure() -> None:
         progress.advance(3)
         raise RuntimeError("boom")
     assert out.getvalue().splitlines()[-1] == "scanning: 3 stopped"
+
+
+def test_the_last_line_in_a_log_is_written_once() -> None:
+    out = io.StringIO()
+    with Progress("pruning", total=3, stream=out) as progress:
+        for _ in range(3):
+            progress.advance()
+    assert out.getvalue().splitlines() == [
+        "pruning: 1/3 (33%)",
+        "pruning: 2/3 (66%)",
+        "pruning: 3/3 (100%) done",
+    ]
+
+
+def test_work_that_fails_before_it_starts_leaves_no_line() -> None:
+    log = io.StringIO()
+    with pytest.raises(RuntimeError), Progress("pruning", total=None, stream=log):
+        raise RuntimeError("no such schema")
+    assert log.getvalue() == ""
+    terminal = Tty()
+    with pytest.raises(RuntimeError), Progress("pruning", total=None, stream=terminal):
+        raise RuntimeError("no such schema")
+    assert terminal.getvalue().endswith("\r\x1b[2K")  # the bar drawn at the start, cleared

@@ -20,7 +20,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
-import operator
 import os
 import re
 import secrets
@@ -30,16 +29,16 @@ import struct
 import subprocess
 import sys
 import time
-from typing import Annotated, Any, TypedDict
+from typing import Any
 
 import psycopg
 import pytest
-from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 from psycopg.rows import dict_row
+from support_threads import State, support_graph
 
 from pgcheckpoint import PostgresSaver
 from pgcheckpoint.cli import main
@@ -48,77 +47,10 @@ SCREEN_COLUMNS = 80
 SCREEN_ROWS = 60
 
 
-class State(TypedDict, total=False):
-    log: Annotated[list[str], operator.add]
-    topic: str
-    findings: list[str]
-    approved: str
-
-
-class Research(TypedDict, total=False):
-    topic: str
-    findings: list[str]
-
-
-def _research_graph() -> Any:
-    sub = StateGraph(Research)
-    sub.add_node("search", lambda s: {"findings": [f"search {s['topic']}"]})
-    sub.add_node("summarise", lambda s: {"findings": [*s["findings"], "summary"]})
-    sub.add_edge(START, "search")
-    sub.add_edge("search", "summarise")
-    sub.add_edge("summarise", END)
-    return sub.compile()
-
-
-def _story_graph(dsn: str) -> StateGraph[Any]:
-    def plan(state: State) -> State:
-        return {"log": [f"plan {state['topic']}"]}
-
-    def review(state: State) -> State:
-        answer = interrupt({"question": "approve the plan?", "topic": state["topic"]})
-        return {"approved": answer, "log": ["reviewed"]}
-
-    def a(state: State) -> State:
-        return {"log": ["a done"]}
-
-    def b(state: State, config: RunnableConfig) -> State:
-        # fail only once a's writes are saved, so the crash leaves them behind
-        thread_id = config["configurable"]["thread_id"]
-        deadline = time.monotonic() + 30
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            while time.monotonic() < deadline:
-                saved = conn.execute(
-                    "SELECT 1 FROM pgc_writes WHERE thread_id = %s"
-                    " AND task_path = '~__pregel_pull, a'",
-                    [thread_id],
-                ).fetchone()
-                if saved:
-                    break
-                time.sleep(0.02)
-        raise RuntimeError("tool timed out")
-
-    g = StateGraph(State)
-    g.add_node("plan", plan)
-    g.add_node("research", _research_graph())
-    g.add_node("review", review)
-    g.add_node("act", lambda s: {"log": ["act"]})
-    g.add_node("a", a)
-    g.add_node("b", b)
-    g.add_edge(START, "plan")
-    g.add_edge("plan", "research")
-    g.add_edge("research", "review")
-    g.add_edge("review", "act")
-    g.add_edge("act", "a")
-    g.add_edge("act", "b")
-    g.add_edge("a", END)
-    g.add_edge("b", END)
-    return g
-
-
 def _write_story(dsn: str, thread_id: str = "story", *, fork: bool = True) -> dict[str, str]:
     """Run the story; return the ids of the checkpoints the assertions name."""
     with PostgresSaver.from_conn_string(dsn) as saver:
-        graph = _story_graph(dsn).compile(checkpointer=saver)
+        graph = support_graph(dsn).compile(checkpointer=saver)
         config: Any = {"configurable": {"thread_id": thread_id}}
         graph.invoke({"topic": "llamas"}, config)
         with pytest.raises(RuntimeError, match="tool timed out"):

@@ -13,6 +13,7 @@ from langgraph.checkpoint.conformance.test_utils import (
     generate_config,
     generate_metadata,
 )
+from psycopg.conninfo import make_conninfo
 from psycopg_pool import PoolTimeout
 from support.rows import rows_of
 from support.savers import open_saver
@@ -86,3 +87,30 @@ async def test_thread_lock_on_an_exhausted_pool_times_out_clearly(db_dsn: str, d
                         pass
         finally:
             await give_back(pool, held)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.parametrize("kind", ["own-pool", "user-pool"])
+@pytest.mark.parametrize("driver", ["sync", "async"])
+async def test_a_pool_that_cannot_connect_says_why_not_its_size(
+    db_dsn: str, driver: str, kind: str
+) -> None:
+    # nothing listens there: the server is down
+    down = make_conninfo(db_dsn, host="127.0.0.1", port=_free_port())
+    settings = {"min_size": 1, "max_size": 2, "timeout": 1.0}
+    async with open_saver(driver, kind, down, pool=settings) as api:
+        with pytest.raises(PoolTimeoutError) as refused:
+            await api.get_tuple(generate_config("t1"))
+    message = str(refused.value)
+    assert "it cannot connect to the server (OperationalError: connection" in message
+    assert "refused" in message.lower()
+    assert "check that the server is up" in message
+    assert "raise max_size" not in message
+    assert isinstance(refused.value, PoolTimeout)

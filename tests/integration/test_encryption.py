@@ -461,6 +461,28 @@ def test_a_plaintext_row_is_refused_unless_allowed(db_dsn: str, saver: PostgresS
         check_tuple(migrating.get_tuple(configs[0]), "t1", 0)
 
 
+def test_a_saver_without_the_serde_names_what_to_pass(db_dsn: str, saver: PostgresSaver) -> None:
+    configs = fill(saver, "t1", 1)
+    cid = checkpoint_id(configs[0])
+    with PostgresSaver.from_conn_string(db_dsn) as plain:  # forgot serde=
+        with pytest.raises(DecryptionError) as err:
+            plain.get_tuple(configs[0])
+        message = str(err.value)
+        assert f"checkpoint {cid!r} in thread 't1'" in message
+        assert "encrypted under key 'k1' (type 'msgpack+aesgcm:k1')" in message
+        assert "pass serde=EncryptedSerde.from_env()" in message
+        assert "PGCHECKPOINT_AES_KEYS" in message
+        with pytest.raises(DecryptionError, match=r"EncryptedSerde\.from_env"):
+            list(plain.list(config("t1")))
+    theirs = EncryptedSerializer.from_pycryptodome_aes(key=LG_KEY)
+    with PostgresSaver.from_conn_string(db_dsn, serde=theirs) as legacy:
+        written = fill(legacy, "legacy", 1)
+    with PostgresSaver.from_conn_string(db_dsn) as plain:
+        with pytest.raises(DecryptionError, match="LangGraph's EncryptedSerializer") as err:
+            plain.get_tuple(written[0])
+        assert "LANGGRAPH_AES_KEY" in str(err.value)
+
+
 # -- copy_thread re-binds ---------------------------------------------------------------------
 
 
@@ -699,6 +721,31 @@ def test_rotate_key_command(
         "4",
         "10",
     ]
+
+
+def test_a_dry_run_on_plaintext_rows_names_allow_plaintext(
+    db_dsn: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import base64
+
+    with PostgresSaver.from_conn_string(db_dsn) as plain:
+        fill(plain, "old", 2)
+    monkeypatch.setenv("PGCHECKPOINT_AES_KEYS", f"k1:{base64.b64encode(K1).decode()}")
+    monkeypatch.delenv("LANGGRAPH_AES_KEY", raising=False)
+    assert cli_main(["rotate-key", "--dsn", db_dsn, "--dry-run"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.splitlines()[-1] == "10 values to re-encrypt under key 'k1'"
+    assert "10 of them are stored without encryption, which the run refuses" in captured.err
+    assert "`pgcheckpoint rotate-key --allow-plaintext --filterable-metadata KEYS`" in (
+        captured.err
+    )
+    # the run without the option stops on the first such row and names it as well
+    assert cli_main(["rotate-key", "--dsn", db_dsn]) == 1
+    assert "`pgcheckpoint rotate-key --allow-plaintext`" in capsys.readouterr().err
+    assert cli_main(["rotate-key", "--dsn", db_dsn, "--dry-run", "--allow-plaintext"]) == 0
+    assert "without encryption" not in capsys.readouterr().err
+    assert cli_main(["rotate-key", "--dsn", db_dsn, "--allow-plaintext"]) == 0
+    assert "re-encrypted 10 values under key 'k1'" in capsys.readouterr().out
 
 
 def test_copy_thread_keeps_append_deltas_readable(db_dsn: str) -> None:

@@ -29,7 +29,6 @@ import argparse
 import importlib
 import logging
 import os
-import re
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -39,6 +38,7 @@ from ..errors import PgCheckpointError
 __all__ = [
     "COMMAND_MODULES",
     "DURATION_UNITS",
+    "EMBEDDED",
     "EXIT_FAILED",
     "EXIT_INTERRUPTED",
     "EXIT_OK",
@@ -69,10 +69,10 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
+# The --dsn (or $PGCHECKPOINT_DSN) that names the embedded server.
+EMBEDDED = "embedded"
 # Postgres truncates longer identifiers, so a longer schema would silently differ.
 _MAX_IDENTIFIER_BYTES = 63
-# SQLAlchemy-style URLs ("postgresql+psycopg://") are common in DATABASE_URL.
-_DRIVER_SUFFIX = re.compile(r"^(postgres(?:ql)?)\+\w+://")
 
 
 class CliError(PgCheckpointError):
@@ -126,7 +126,9 @@ def add_connection_options(parser: argparse.ArgumentParser, *, schema: bool = Tr
     group.add_argument(
         "--dsn",
         default=argparse.SUPPRESS,
-        help="libpq connection string or URI (default: $PGCHECKPOINT_DSN, else $DATABASE_URL)",
+        help="libpq connection string or URI (default: $PGCHECKPOINT_DSN, else "
+        "$DATABASE_URL); 'embedded' for the embedded server of .pgcheckpoint/pgdata, "
+        "which make demo uses",
     )
     if schema:
         group.add_argument(
@@ -156,8 +158,12 @@ def add_command(
 def resolve_dsn(args: argparse.Namespace) -> str:
     """The DSN: `--dsn`, else `$PGCHECKPOINT_DSN`, else `$DATABASE_URL`.
 
-    A SQLAlchemy-style scheme (`postgresql+psycopg://`) is reduced to the one
-    libpq reads.
+    Any libpq string or URI, a Unix-socket directory as its host included
+    (`host=/run/postgresql dbname=app`, `postgresql://u@/db?host=/run/postgresql`);
+    a SQLAlchemy-style scheme (`postgresql+psycopg://`) is reduced to the one
+    libpq reads (`pgcheckpoint.drivers.libpq_dsn`). `embedded` starts (or
+    reuses) the embedded server in `.pgcheckpoint/pgdata` under the current
+    directory, the one `make demo` uses without `PGCHECKPOINT_DSN`.
 
     Example:
         >>> resolve_dsn(argparse.Namespace(dsn="postgresql+psycopg://u@h/db"))
@@ -174,15 +180,20 @@ def resolve_dsn(args: argparse.Namespace) -> str:
             "or set PGCHECKPOINT_DSN or DATABASE_URL",
             exit_code=EXIT_USAGE,
         )
-    dsn = _DRIVER_SUFFIX.sub(r"\1://", dsn)
-    from psycopg import ProgrammingError
-    from psycopg.conninfo import conninfo_to_dict
+    if dsn == EMBEDDED:
+        from ..embedded import embedded_dsn
+
+        try:
+            return embedded_dsn()
+        except ImportError as exc:
+            raise CliError(str(exc), exit_code=EXIT_USAGE) from None
+    from ..drivers import libpq_dsn
+    from ..errors import InvalidInputError
 
     try:
-        conninfo_to_dict(dsn)
-    except ProgrammingError as exc:
-        raise CliError(f"invalid DSN: {exc}", exit_code=EXIT_USAGE) from exc
-    return dsn
+        return libpq_dsn(dsn)
+    except InvalidInputError as exc:
+        raise CliError(str(exc), exit_code=EXIT_USAGE) from None
 
 
 def resolve_schema(args: argparse.Namespace) -> str:
@@ -260,12 +271,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, set[str], dict[str, BaseExc
         description="Manage pgcheckpoint's PostgreSQL schema and data.",
     )
     parser.add_argument("--version", action="version", version=f"pgcheckpoint {__version__}")
-    parser.add_argument(
-        "-v", "--verbose", action="store_true", help="log what is being done (e.g. each revision)"
-    )
-    parser.add_argument(
-        "--traceback", action="store_true", help="show a traceback for every error (debugging)"
-    )
+    _add_output_options(parser, default=False)
     add_connection_options(parser)
     subparsers = parser.add_subparsers(title="commands", metavar="COMMAND")
     broken: dict[str, BaseException] = {}
@@ -275,7 +281,28 @@ def build_parser() -> tuple[argparse.ArgumentParser, set[str], dict[str, BaseExc
             module.register(subparsers)
         except Exception as exc:  # one broken module must not take the others down
             broken[name] = exc
+    for command in subparsers.choices.values():
+        # after the command name too, as users append them to the command they ran
+        _add_output_options(command, default=argparse.SUPPRESS)
     return parser, set(subparsers.choices), broken
+
+
+def _add_output_options(parser: argparse.ArgumentParser, *, default: Any) -> None:
+    # SUPPRESS on a command: an option not given there keeps the value given before it
+    group = parser.add_argument_group("output")
+    group.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=default,
+        help="log what is being done (e.g. each revision)",
+    )
+    group.add_argument(
+        "--traceback",
+        action="store_true",
+        default=default,
+        help="show a traceback for every error (debugging)",
+    )
 
 
 def _requested(argv: Sequence[str]) -> str | None:

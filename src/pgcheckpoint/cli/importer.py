@@ -32,8 +32,10 @@ def register(subparsers: Any) -> None:
         help="copy every thread from langgraph-checkpoint-postgres tables into pgcheckpoint's",
         description=(
             "Copy every thread from the tables of the official langgraph-checkpoint-postgres "
-            "saver into pgcheckpoint's tables (--dsn, --schema; migrated first). Idempotent "
-            "and resumable: rows already copied are skipped."
+            "saver (the --dsn database, or --from-dsn; schema --from-schema) into "
+            "pgcheckpoint's tables (--dsn, --schema). It does not create or upgrade those: "
+            "run `pgcheckpoint migrate` first. Idempotent and resumable: rows already "
+            "copied are skipped. The official tables are left as they are."
         ),
     )
     p.add_argument(

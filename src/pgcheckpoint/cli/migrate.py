@@ -126,7 +126,26 @@ def run_migrate(args: argparse.Namespace) -> int:
         print(f"schema {schema!r} is already at {_describe(after)}")
     else:
         print(f"schema {schema!r} migrated from {_describe(before)} to {_describe(after)}")
+    warning = _official_threads_warning(dsn, schema)
+    if warning:
+        print(f"pgcheckpoint: warning: {warning}", file=sys.stderr)
     return EXIT_OK
+
+
+def _official_threads_warning(dsn: str, schema: str) -> str | None:
+    """What `setup()` logs when the official saver's tables hold threads ours lack."""
+    import psycopg
+
+    from ..errors import PgCheckpointError
+    from ..official import official_threads_op
+    from ..saver import PostgresSaver
+
+    try:
+        with PostgresSaver.from_conn_string(dsn, schema=schema) as saver:
+            found = saver.run(official_threads_op(schema))
+    except (psycopg.Error, PgCheckpointError):  # the migration succeeded all the same
+        return None
+    return None if found is None else found.message()
 
 
 def run_downgrade(args: argparse.Namespace) -> int:

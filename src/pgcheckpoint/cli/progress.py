@@ -62,6 +62,7 @@ class Progress:
         self._last_line = self._started
         self._next_tenth = 1
         self._drawn = 0.0
+        self._advanced = False  # whether the work started (`advance` was called)
 
     def __enter__(self) -> Progress:
         if self.tty:
@@ -79,6 +80,7 @@ class Progress:
     def advance(self, n: int = 1) -> None:
         """Count `n` more units as done."""
         self.done += n
+        self._advanced = True
         now = time.monotonic()
         if self.tty:
             # a redraw per unit would cost more than the work on fast loops
@@ -91,7 +93,9 @@ class Progress:
             while self._next_tenth <= 9 and self.done * 10 >= self._next_tenth * self.total:
                 self._next_tenth += 1
                 crossed = True
-        if crossed or now - self._last_line >= self.interval:
+        finished = self.total is not None and self.done >= self.total
+        # the line for the end is `finish`'s, which says how it ended
+        if (crossed or now - self._last_line >= self.interval) and not finished:
             self._line(self._summary())
 
     def note(self, message: str) -> None:
@@ -104,11 +108,17 @@ class Progress:
         self.stream.flush()
 
     def finish(self, *, ok: bool = True) -> None:
-        """End the bar with a final line (called on leaving the `with` block)."""
-        state = "done" if ok else "stopped"
+        """End the bar with a final line (called on leaving the `with` block).
+
+        Work that failed before it started (no `advance`) leaves no line: the
+        error says what happened.
+        """
         if self.tty:
             self.stream.write("\r\x1b[2K")
-        self._line(f"{self._summary()} {state}")
+        if not ok and not self._advanced:
+            self.stream.flush()
+            return
+        self._line(f"{self._summary()} {'done' if ok else 'stopped'}")
 
     def _summary(self) -> str:
         if self.total:

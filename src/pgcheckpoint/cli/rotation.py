@@ -77,7 +77,7 @@ def register(subparsers: Any) -> None:
 
 def rotate_key_command(args: argparse.Namespace) -> int:
     """Run `pgcheckpoint rotate-key`."""
-    from ..crypto import EncryptedSerde
+    from ..crypto import PLAINTEXT_LABEL, EncryptedSerde
     from ..errors import InvalidInputError
     from ..maintenance.rotation import VALUE_KINDS, rotate_key
     from ..strict import StrictSerializer
@@ -99,6 +99,15 @@ def rotate_key_command(args: argparse.Namespace) -> int:
         report = rotate_key(dsn, serde, schema=schema, dry_run=True)
         _print_counts(report.counts, serde.active, VALUE_KINDS)
         print(f"{report.to_rotate} values to re-encrypt under key {serde.active!r}")
+        plaintext = sum(report.counts.get(PLAINTEXT_LABEL, {}).values())
+        if plaintext and not args.allow_plaintext:
+            print(
+                f"{plaintext} of them are stored without encryption, which the run refuses: "
+                "to encrypt them too, run `pgcheckpoint rotate-key --allow-plaintext "
+                "--filterable-metadata KEYS` (the metadata keys the application keeps "
+                "readable, default source,step)",
+                file=sys.stderr,
+            )
         return EXIT_OK
 
     progress = Progress(f"re-encrypting under key {serde.active!r}", total=None)

@@ -67,7 +67,8 @@ class ImportStats:
     """What an import did.
 
     Attributes:
-        threads: Threads read from the source.
+        threads: Threads read from the source (a thread named but not found there
+            is in `failed`, not here).
         checkpoints: Checkpoints copied.
         checkpoints_present: Checkpoints left alone because they were already there.
         blobs: Channel values copied (values already there are skipped by the database).
@@ -237,7 +238,7 @@ class LangGraphImporter:
         writes are still sent, so writes added since an earlier run arrive.
         """
         thread_id = check_id("thread_id", thread_id)
-        stats = ImportStats(threads=1)
+        stats = ImportStats()
         rows = yield _fetch(Stmt("thread_checkpoint_ids", {"thread_ids": [thread_id]}, fetch=True))
         present = {(r["checkpoint_ns"], r["checkpoint_id"]) for r in rows}
         after: tuple[str, str] | None = None
@@ -247,6 +248,7 @@ class LangGraphImporter:
             )
             if not page:
                 return stats
+            stats.threads = 1
             stats.checkpoints_present += skipped
             yield _fetch(Stmt("insert_copied_rows", params))
             stats.checkpoints += len(params["checkpoint_id"])
@@ -475,8 +477,9 @@ def import_sweep(
 
     Run it with the target saver's `run_each`; `source` is a saver of the same
     kind (sync or async) whose schema holds the official tables. A thread that
-    cannot be copied (an id too long, a value no serializer reads) is recorded
-    in `failed` and the sweep goes on; what was copied is kept.
+    cannot be copied (an id too long, a value no serializer reads), or a thread
+    named in `thread_ids` that the source does not hold, is recorded in
+    `failed` and the sweep goes on; what was copied is kept.
 
     Args:
         importer: How rows are converted (serializers, page size).
@@ -491,10 +494,17 @@ def import_sweep(
     """
     stats = ImportStats()
 
-    def copy(thread_id: str) -> Sweep[None]:
+    def copy(thread_id: str, *, named: bool) -> Sweep[None]:
         error: Exception | None = None
         try:
-            stats.add((yield from importer.import_thread_sweep(thread_id, source)))
+            copied = yield from importer.import_thread_sweep(thread_id, source)
+            if named and not copied.threads:
+                raise InvalidInputError(
+                    f"the official saver's tables in schema {source.schema!r} have no thread "
+                    f"{thread_id!r}; check the id, and that the source is the official "
+                    "saver's database and schema (--from-dsn, --from-schema)"
+                )
+            stats.add(copied)
         except (ValueError, DataError) as exc:
             error = exc
             stats.failed[str(thread_id)] = str(exc)
@@ -503,7 +513,7 @@ def import_sweep(
 
     if thread_ids is not None:
         for thread_id in dict.fromkeys(thread_ids):
-            yield from copy(thread_id)
+            yield from copy(thread_id, named=True)
         return stats
     after: str | None = None
     while True:
@@ -511,7 +521,7 @@ def import_sweep(
         if not ids:
             return stats
         for thread_id in ids:
-            yield from copy(thread_id)
+            yield from copy(thread_id, named=False)
         after = ids[-1]
 
 

@@ -32,6 +32,7 @@ from psycopg_pool import ConnectionPool
 
 from ..core import SaverCore
 from ..crypto import LANGGRAPH_EAX_LABEL, PLAINTEXT_LABEL, EncryptedSerde, cipher_label
+from ..drivers import libpq_dsn
 from ..errors import InvalidInputError
 from ..ops import Op, Row, Stmt, Sweep
 from ..validate import json_projection
@@ -290,7 +291,7 @@ def _saver(
 
     if isinstance(conn, str):
         with Connection.connect(
-            conn, autocommit=True, prepare_threshold=0, row_factory=dict_row
+            libpq_dsn(conn), autocommit=True, prepare_threshold=0, row_factory=dict_row
         ) as opened:
             yield PostgresSaver(opened, serde=serde, schema=schema)
     else:

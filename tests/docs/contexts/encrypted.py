@@ -1,0 +1,9 @@
+"""Context: a thread written with EncryptedSerde under key k1."""
+
+from doc_helpers import DSN, K1, approval_builder
+
+from pgcheckpoint import EncryptedSerde, PostgresSaver
+
+with PostgresSaver.from_conn_string(DSN, serde=EncryptedSerde(keys={"k1": K1})) as saver:
+    graph = approval_builder().compile(checkpointer=saver)
+    graph.invoke({"order": "order-1"}, {"configurable": {"thread_id": "order-1"}})
