@@ -17,15 +17,13 @@ Example:
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 
 from .migrate import schema_option
 from .ops import Op, Stmt
+from .telemetry import logger
 
 __all__ = ["SAMPLE_ROWS", "OfficialThreads", "official_threads_op", "warn_official_threads"]
-
-log = logging.getLogger("pgcheckpoint")
 
 # Checkpoint rows of the official table looked at (its last ones in key order):
 # enough to see an import that never ran or stopped half way, bounded on big tables.
@@ -100,4 +98,4 @@ def warn_official_threads(found: OfficialThreads | None) -> None:
         >>> warn_official_threads(None)
     """
     if found is not None:
-        log.warning("%s", found.message())
+        logger.warning("%s", found.message())

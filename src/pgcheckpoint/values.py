@@ -406,6 +406,8 @@ class ValueCodec:
         except PgCheckpointError:
             raise
         except Exception as exc:
+            if "+aes" in type_:  # encrypted, and this serializer has no key for it
+                _refuse_sealed(type_, aad)
             raise UnreadableValueError(
                 f"cannot read the {describe_row(aad)}: the serializer cannot decode its "
                 f"{type_!r} bytes ({type(exc).__name__}: {exc}); the row is damaged or was "
@@ -442,8 +444,6 @@ class ValueCodec:
         sealer = as_sealer(self.serde)
         if sealer is not None:
             type_, data = unseal_value(sealer, type_, data, aad, columns)
-        elif "+aes" in type_:
-            _refuse_sealed(type_, aad)
         elif data is None and type_ not in ("null", "empty"):
             raise UnreadableValueError(
                 f"the {describe_row(aad)} is NULL although its type {type_!r} says it "

@@ -469,7 +469,7 @@ def test_a_saver_without_the_serde_names_what_to_pass(db_dsn: str, saver: Postgr
             plain.get_tuple(configs[0])
         message = str(err.value)
         assert f"checkpoint {cid!r} in thread 't1'" in message
-        assert "encrypted under key 'k1' (type 'msgpack+aesgcm:k1')" in message
+        assert "encrypted under key 'k1' (type 'msgpack+aesgcm2:k1')" in message
         assert "pass serde=EncryptedSerde.from_env()" in message
         assert "PGCHECKPOINT_AES_KEYS" in message
         with pytest.raises(DecryptionError, match=r"EncryptedSerde\.from_env"):

@@ -49,6 +49,7 @@ from support.savers import SaverApi, ThreadedSaver
 from pgcheckpoint import AsyncPostgresSaver, EncryptedSerde, PostgresSaver
 from pgcheckpoint.maintenance.rotation import rotation_sweep
 from pgcheckpoint.maintenance.stats import storage_stats_op
+from pgcheckpoint.official import official_threads_op
 from pgcheckpoint.ops import Stmt
 from pgcheckpoint.queries import Queries, statement_names
 from pgcheckpoint.resources import sql_dir
@@ -80,6 +81,7 @@ SPANNING = {
     "storage_counts": "stats: one pass over the three tables",
     "storage_largest_threads": "stats: one pass over the three tables, grouped by thread",
     "inspect_recent_threads": "threads: the created_at index, newest first",
+    "official_threads_missing": "switch warning: the official table's last rows, a lookup each",
 }
 
 
@@ -246,6 +248,19 @@ def workload(dsn: str, log: StatementLog) -> None:
         rotator.run_each(rotation_sweep(rotator))
         with plain.lock_thread(week):
             pass
+        # the switch warning's check, with the official saver's tables there
+        with pool.connection() as conn:
+            conn.execute(
+                "CREATE TABLE checkpoints (thread_id text, checkpoint_ns text,"
+                " checkpoint_id text, PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id))"
+            )
+            conn.execute("CREATE TABLE checkpoint_migrations (v int PRIMARY KEY)")
+            conn.execute(
+                "INSERT INTO checkpoints VALUES (%s, '', 'c1'), ('only-official', '', 'c1')",
+                [week],
+            )
+        found = plain.run(official_threads_op("public"))
+        assert found is not None and found.missing == 1
 
 
 def threads_named(params: dict[str, Any]) -> set[str]:
