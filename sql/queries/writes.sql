@@ -1,15 +1,38 @@
 -- Saving: a checkpoint with its new channel values, and a task's pending writes.
 
 -- fragment: insert_task_writes
--- The writes of one task at a checkpoint, as put_writes gives them; the
--- statement says what a write already saved under the same key does.
-INSERT INTO {schema}.pgc_writes (
-    thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob
-)
-SELECT %(thread_id)s, %(checkpoint_ns)s, %(checkpoint_id)s, %(task_id)s, %(task_path)s,
-       w.idx, w.channel, w.type, w.blob
-FROM unnest(%(idxs)s::int[], %(channels)s::text[], %(types)s::text[], %(blobs)b::bytea[])
-     AS w(idx, channel, type, blob)
+-- The writes of one task at a checkpoint, as put_writes gives them, as CTEs
+-- ending in `saved` (the insert) and `guard`; the statement adds what a write
+-- already saved under the same key does, and selects from `guard`. Like a put,
+-- it holds the thread's maintenance lock shared (pgcheckpoint.locking), so a
+-- delete of the thread waits for it; but it only tries the lock: while a
+-- delete holds it, nothing is stored and `busy` comes back true. The core then
+-- waits for the delete (wait_for_thread_deletes) and runs this again with
+-- `checked`, in a snapshot taken after the delete: the writes are stored only if
+-- a checkpoint of their namespace is still there, else the delete took the
+-- thread from under the run (which stops at its next put anyway). LangGraph
+-- may save writes before their checkpoint, so the checkpoint itself may be missing.
+WITH try AS MATERIALIZED (
+    SELECT pg_try_advisory_xact_lock_shared(%(lock_key)s::int8) AS free
+), target AS MATERIALIZED (
+    SELECT 1 FROM {schema}.pgc_checkpoints
+    WHERE %(checked)s AND (SELECT free FROM try)
+      AND thread_id = %(thread_id)s AND checkpoint_ns = %(checkpoint_ns)s
+    LIMIT 1
+    FOR KEY SHARE
+), guard AS MATERIALIZED (
+    SELECT (SELECT free FROM try) AND (NOT %(checked)s OR EXISTS (SELECT 1 FROM target))
+           AS stored,
+           NOT (SELECT free FROM try) AS busy
+), saved AS (
+    INSERT INTO {schema}.pgc_writes (
+        thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob
+    )
+    SELECT %(thread_id)s, %(checkpoint_ns)s, %(checkpoint_id)s, %(task_id)s, %(task_path)s,
+           w.idx, w.channel, w.type, w.blob
+    FROM unnest(%(idxs)s::int[], %(channels)s::text[], %(types)s::text[], %(blobs)b::bytea[])
+         AS w(idx, channel, type, blob)
+    WHERE (SELECT stored FROM guard)
 
 -- name: put_checkpoint
 -- retry: safe
@@ -20,18 +43,23 @@ FROM unnest(%(idxs)s::int[], %(channels)s::text[], %(types)s::text[], %(blobs)b:
 -- The bytea arrays here and in the writes use binary placeholders (`b`, not `s`):
 -- psycopg sends a list of bytes as a text array, each value hex-escaped to twice
 -- its size.
--- The parent is locked first (FOR KEY SHARE, as a foreign key would), so a put
--- and a delete of its parent (retention, prune) take turns. A locking read sees
--- the latest committed row: when the parent is missing, even deleted after this
--- statement began, nothing is stored and `stored` comes back false.
-WITH parent AS MATERIALIZED (
+-- It first takes the thread's maintenance lock shared (pgcheckpoint.locking),
+-- waiting for a delete of the thread to commit, which waits for it in turn;
+-- then locks the parent (FOR KEY SHARE, as a foreign key would). A locking read
+-- sees the latest committed row: when the parent is missing, even deleted after
+-- this statement began, nothing is stored and `stored` comes back false.
+WITH lock AS MATERIALIZED (
+    SELECT pg_advisory_xact_lock_shared(%(lock_key)s::int8)::text AS held
+), parent AS MATERIALIZED (
     SELECT 1 FROM {schema}.pgc_checkpoints
-    WHERE %(parent_checkpoint_id)s::text IS NOT NULL
+    WHERE (SELECT held FROM lock) IS NOT NULL
+      AND %(parent_checkpoint_id)s::text IS NOT NULL
       AND thread_id = %(thread_id)s AND checkpoint_ns = %(checkpoint_ns)s
       AND checkpoint_id = %(parent_checkpoint_id)s
     FOR KEY SHARE
 ), guard AS MATERIALIZED (
-    SELECT %(parent_checkpoint_id)s::text IS NULL OR EXISTS (SELECT 1 FROM parent) AS stored
+    SELECT (SELECT held FROM lock) IS NOT NULL
+           AND (%(parent_checkpoint_id)s::text IS NULL OR EXISTS (SELECT 1 FROM parent)) AS stored
 ), new_blobs AS (
     INSERT INTO {schema}.pgc_blobs (thread_id, checkpoint_ns, channel, version, type, blob,
                                     base_version)
@@ -68,14 +96,34 @@ SELECT stored FROM guard
 -- retry: safe
 -- Special writes (errors, interrupts, resumes) replace an earlier attempt's.
 {insert_task_writes}
-ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SET
-    channel = EXCLUDED.channel,
-    type = EXCLUDED.type,
-    blob = EXCLUDED.blob,
-    task_path = EXCLUDED.task_path
+    ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SET
+        channel = EXCLUDED.channel,
+        type = EXCLUDED.type,
+        blob = EXCLUDED.blob,
+        task_path = EXCLUDED.task_path
+)
+SELECT stored, busy FROM guard
 
 -- name: insert_writes
 -- retry: safe
 -- A task's regular writes are saved once; a retry of the same task keeps the first.
 {insert_task_writes}
-ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
+    ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
+)
+SELECT stored, busy FROM guard
+
+-- name: wait_for_thread_deletes
+-- Waits until no delete holds the thread's maintenance lock; holds it shared
+-- until the end of this statement's transaction.
+SELECT pg_advisory_xact_lock_shared(%(lock_key)s::int8)::text AS waited
+
+-- name: forget_orphan_writes
+-- retry: safe
+-- After a put found its parent gone: the writes that tasks saved meanwhile for
+-- the missing parent, or for the refused checkpoint, belong to no checkpoint.
+DELETE FROM {schema}.pgc_writes w
+WHERE w.thread_id = %(thread_id)s AND w.checkpoint_ns = %(checkpoint_ns)s
+  AND w.checkpoint_id = ANY(%(checkpoint_ids)s::text[])
+  AND NOT EXISTS (SELECT 1 FROM {schema}.pgc_checkpoints c
+                  WHERE c.thread_id = w.thread_id AND c.checkpoint_ns = w.checkpoint_ns
+                    AND c.checkpoint_id = w.checkpoint_id)

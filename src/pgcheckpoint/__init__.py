@@ -14,11 +14,13 @@ from .crypto import EncryptedSerde
 from .errors import (
     DecryptionError,
     InvalidInputError,
+    MissingCheckpointError,
     MissingParentError,
     PgCheckpointError,
     PoolTimeoutError,
     SchemaOutOfDateError,
     ThreadBusyError,
+    ThreadConflictError,
     UnserializableValueError,
 )
 from .maintenance.rotation import rotate_key
@@ -29,12 +31,14 @@ __all__ = [
     "DecryptionError",
     "EncryptedSerde",
     "InvalidInputError",
+    "MissingCheckpointError",
     "MissingParentError",
     "PgCheckpointError",
     "PoolTimeoutError",
     "PostgresSaver",
     "SchemaOutOfDateError",
     "ThreadBusyError",
+    "ThreadConflictError",
     "UnserializableValueError",
     "rotate_key",
 ]

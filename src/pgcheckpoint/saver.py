@@ -34,6 +34,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from . import migrate
 from .core import SaverCore
+from .core.maintenance import conflict_retries
 from .drivers import (
     SCHEMA_ERRORS,
     Cursors,
@@ -367,10 +368,13 @@ class PostgresSaver(SaverCore):
     def delete_thread(self, thread_id: str) -> None:
         """Delete a thread: every checkpoint, value and write of it.
 
+        Safe while a run writes to the thread: when it returns, no row of the
+        thread is left; the run's next save fails with `MissingParentError`.
+
         Example:
             >>> saver.delete_thread("t1")  # doctest: +SKIP
         """
-        self.run(self.delete_thread_op(thread_id))
+        self.run_each(conflict_retries(lambda: self.delete_thread_op(thread_id), "delete_thread"))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy a thread's whole history to another thread id.
@@ -389,7 +393,9 @@ class PostgresSaver(SaverCore):
         Example:
             >>> saver.prune(["t1", "t2"], strategy="keep_latest")  # doctest: +SKIP
         """
-        self.run(self.prune_op(thread_ids, strategy=strategy), atomic=True)
+        self.run_each(
+            conflict_retries(lambda: self.prune_op(thread_ids, strategy=strategy), "prune")
+        )
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints and writes that the given runs created.
@@ -397,7 +403,7 @@ class PostgresSaver(SaverCore):
         Example:
             >>> saver.delete_for_runs(["run-1"])  # doctest: +SKIP
         """
-        self.run(self.delete_for_runs_op(run_ids), atomic=True)
+        self.run_each(conflict_retries(lambda: self.delete_for_runs_op(run_ids), "delete_for_runs"))
 
     def prune_older_than(
         self,
@@ -503,13 +509,16 @@ class PostgresSaver(SaverCore):
     def lock_thread(self, thread_id: str, timeout: float | None = 0) -> Iterator[ThreadLock]:
         """Hold a thread's lock: no other worker runs the thread until the block ends.
 
-        A PostgreSQL session advisory lock on a connection reserved for the
-        block: taken from the pool (at most `max_size - 1` at once, so one is
-        always left for saving checkpoints), or a new connection for a saver
-        over one connection. A guarded run thus needs one connection more than
-        an unguarded one. The lock is released however the block ends; if the
-        process dies or the connection drops, PostgreSQL frees it as soon as it
-        sees the session end. Sync and async savers take the same lock.
+        A PostgreSQL advisory lock on a connection reserved for the block:
+        taken from the pool (at most `max_size - 1` at once, so one is always
+        left for saving checkpoints), or a new connection for a saver over one
+        connection. A guarded run thus needs one connection more than an
+        unguarded one. Behind a pooler (pgbouncer in session or transaction
+        mode) the lock lives in a transaction kept open for the block, which
+        pins one server session. The lock is released however the block ends;
+        if the process dies or the connection drops, PostgreSQL frees it as
+        soon as it sees the session (or transaction) end. Sync and async savers
+        take the same lock.
 
         Args:
             thread_id: The thread to lock.
@@ -522,15 +531,20 @@ class PostgresSaver(SaverCore):
         Raises:
             ThreadBusyError: Another worker holds the lock (its backend pid in
                 `holder_pid`, when PostgreSQL can tell), or this block already does.
-            PgCheckpointError: The connection goes through a pooler in
-                transaction mode, where session locks cannot work.
+            PgCheckpointError: The connection goes through a pooler that shares
+                server sessions between clients, where the lock cannot work.
 
         Example:
             >>> with saver.lock_thread("t1", timeout=5):  # doctest: +SKIP
             ...     graph.invoke(Command(resume="yes"), config)
         """
         with self._lock_connection() as conn:
-            op = acquire_op(thread_id, schema=self.schema, timeout=timeout)
+            op = acquire_op(
+                thread_id,
+                schema=self.schema,
+                timeout=timeout,
+                client_pid=conn.info.backend_pid,
+            )
             lock = self._drive_lock(conn, op)
             try:
                 with holding(lock):

@@ -264,8 +264,8 @@ def test_filtering_on_an_encrypted_metadata_key_is_refused() -> None:
 
 
 def test_copy_thread_goes_server_side_without_encryption() -> None:
-    stmts, _ = drive(SaverCore().copy_thread_op("a", "b"), [[]])
-    assert [s.name for s in stmts] == ["copy_thread"]
+    stmts, _ = drive(SaverCore().copy_thread_op("a", "b"), [[], []])
+    assert [s.name for s in stmts] == ["lock_thread_for_saving", "copy_thread"]
 
 
 def test_copy_thread_reseals_every_value_for_the_target_thread() -> None:
@@ -326,8 +326,9 @@ def test_copy_thread_reseals_every_value_for_the_target_thread() -> None:
     }
     op = core.copy_thread_op("src", "dst")
     exists = {"kind": "c", "thread_id": "src", "checkpoint_ns": "", "checkpoint_id": "c1"}
-    stmts, _ = drive(op, [[page], [blob, empty, exists], [write], [], []])
-    names = [st.name for st in stmts]
+    stmts, _ = drive(op, [[], [page], [blob, empty, exists], [write], [], []])
+    names = [st.name for st in stmts[1:]]
+    assert stmts[0].name == "lock_thread_for_saving"
     assert names == [
         "thread_checkpoints_page",
         "listed_values",
@@ -335,10 +336,10 @@ def test_copy_thread_reseals_every_value_for_the_target_thread() -> None:
         "insert_copied_rows",
         "thread_checkpoints_page",
     ]
-    insert = stmts[3].params
+    insert = stmts[4].params
     assert insert["thread_id"] == "dst"
     assert insert["blob_type"][1] == "empty" and insert["blob_blob"][1] is None
-    assert stmts[4].params["after_id"] == "c1"
+    assert stmts[5].params["after_id"] == "c1"
 
     def opened(kind: str, type_: str, data: bytes, *where: Any) -> Any:
         return core.load_value(type_, data, binding(kind, "dst", *where))

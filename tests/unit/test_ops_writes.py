@@ -10,13 +10,15 @@ from psycopg.errors import ForeignKeyViolation
 from support.checkpoints import with_values
 from support.ops import drive
 
-from pgcheckpoint import MissingParentError
+from pgcheckpoint import MissingCheckpointError, MissingParentError, ThreadConflictError
 from pgcheckpoint.core import SaverCore
+from pgcheckpoint.locking import maintenance_lock_key
 from pgcheckpoint.ops import Stmt
 from pgcheckpoint.values import binding
 
 STORED = [{"stored": True}]  # what put_checkpoint returns when the parent exists
 PARENT_GONE = [{"stored": False}]
+SAVED = [{"stored": True, "busy": False}]  # what insert_writes returns, no delete in the way
 MESSAGES = [f"message {i}: " + "x" * 30 for i in range(20)]  # a list worth a delta
 
 
@@ -102,8 +104,16 @@ def test_a_put_whose_parent_is_gone_raises_and_remembers_nothing() -> None:
     first, first_stmt = put_messages(core, "t", MESSAGES)
     parent = stored(first)
     op, stmt = put_messages(core, "t", [*MESSAGES, "one more"], parent=parent)
+    # the writes its tasks saved for the missing parent, or for the refused
+    # checkpoint, are removed: they belong to no checkpoint
+    forget = op.send(PARENT_GONE)
+    assert forget.name == "forget_orphan_writes"
+    assert forget.params["checkpoint_ids"] == [
+        parent["configurable"]["checkpoint_id"],
+        stmt.params["checkpoint_id"],
+    ]
     with pytest.raises(MissingParentError) as err:
-        op.send(PARENT_GONE)
+        op.send([])
     assert (err.value.thread_id, err.value.parent_checkpoint_id) == (
         "t",
         parent["configurable"]["checkpoint_id"],
@@ -192,7 +202,7 @@ def test_a_delta_is_never_planned_on_another_threads_list() -> None:
 def test_writes_go_in_one_statement_indexed_by_position_and_special_ones_replace() -> None:
     core = SaverCore()
     config = generate_config("t", checkpoint_id="c1")
-    sent, _ = drive(core.put_writes_op(config, [("a", 1), ("b", [2])], "task", "path"), [[]])
+    sent, _ = drive(core.put_writes_op(config, [("a", 1), ("b", [2])], "task", "path"), [SAVED])
     (stmt,) = sent
     assert stmt.name == "insert_writes"
     assert (stmt.params["task_id"], stmt.params["task_path"]) == ("task", "path")
@@ -205,6 +215,22 @@ def test_writes_go_in_one_statement_indexed_by_position_and_special_ones_replace
     ]
     assert decoded == [1, [2]]
 
-    sent, _ = drive(core.put_writes_op(config, [("__error__", "boom")], "task"), [[]])
+    sent, _ = drive(core.put_writes_op(config, [("__error__", "boom")], "task"), [SAVED])
     assert (sent[0].name, list(sent[0].params["idxs"])) == ("upsert_writes", [-1])
     assert drive(core.put_writes_op(config, [], "task"), []) == ([], None)
+
+
+def test_writes_that_meet_a_delete_wait_for_it_then_need_their_namespace() -> None:
+    core = SaverCore()
+    config = generate_config("t", checkpoint_id="c1")
+    busy = [{"stored": False, "busy": True}]
+    sent, _ = drive(core.put_writes_op(config, [("a", 1)], "task"), [busy, [{}], SAVED])
+    assert [s.name for s in sent] == ["insert_writes", "wait_for_thread_deletes", "insert_writes"]
+    assert (sent[0].params["checked"], sent[2].params["checked"]) == (False, True)
+    assert sent[1].params["lock_key"] == maintenance_lock_key("t")
+    # the delete took the namespace: the run is told, nothing is stored
+    gone = [{"stored": False, "busy": False}]
+    with pytest.raises(MissingCheckpointError, match="'c1' of thread 't'"):
+        drive(core.put_writes_op(config, [("a", 1)], "task"), [busy, [{}], gone])
+    with pytest.raises(ThreadConflictError, match="being deleted or pruned"):
+        drive(core.put_writes_op(config, [("a", 1)], "task"), [busy, [{}]] * 5)

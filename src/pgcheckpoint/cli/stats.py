@@ -68,6 +68,14 @@ def stats_command(args: argparse.Namespace) -> int:
     print(f"writes       {stats.writes}")
     print(f"oldest       {_when(stats.oldest)}")
     print(f"newest       {_when(stats.newest)}")
+    lost = stats.unreachable
+    if lost.get("checkpoints") or lost.get("blobs") or lost.get("writes"):
+        print(
+            f"unreachable  {lost['checkpoints']} checkpoints, {lost['blobs']} values, "
+            f"{lost['writes']} writes, {human_size(lost['bytes'])}: rows no read returns"
+        )
+    else:
+        print("unreachable  0")
     print()
     rows = [["table", "rows", "data", "indexes", "total"]]
     counts = dict(zip(TABLES, (stats.checkpoints, stats.blobs, stats.writes), strict=True))

@@ -37,6 +37,8 @@ class CoreBase(BaseCheckpointSaver[str], ValueCodec):
         32
     """
 
+    # The schema of the tables; the savers set it. Thread locks are keyed by it.
+    schema: str = "public"
     # Checkpoints per round trip when copy_thread goes through the client.
     copy_batch_size: int = 200
     # Store lists that grow by appending as deltas on an earlier version, with

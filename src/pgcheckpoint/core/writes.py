@@ -27,7 +27,8 @@ from psycopg.types.json import Jsonb
 
 from ..appends import AppendPlan
 from ..arrays import ByteaArray, Int4Array, TextArray
-from ..errors import MissingParentError
+from ..errors import MissingCheckpointError, MissingParentError, ThreadConflictError
+from ..locking import maintenance_lock_key
 from ..ops import Op, Stmt
 from ..validate import check_id, thread_of
 from ..values import binding
@@ -37,6 +38,8 @@ __all__ = ["Writes"]
 
 # Channel values stored inline in the checkpoint record, not as blobs.
 _INLINE_TYPES = (str, int, float, bool)
+# Tries of put_writes while deletes of its thread keep holding the thread's lock.
+_WRITE_ATTEMPTS = 5
 
 
 class Writes(CoreBase):
@@ -98,6 +101,7 @@ class Writes(CoreBase):
             "checkpoint_ns": checkpoint_ns,
             "checkpoint_id": checkpoint_id,
             "parent_checkpoint_id": parent_id,
+            "lock_key": maintenance_lock_key(thread_id, self.schema),
             "run_id": None if run_id is None else str(run_id),
             "type": type_,
             "checkpoint": data,
@@ -121,6 +125,15 @@ class Writes(CoreBase):
         if rows and not rows[0]["stored"]:
             # The parent is gone (retention, prune, delete_thread), perhaps while
             # the graph ran on it: a child saved anyway would cut its history short.
+            # What the run's tasks saved since, on either, belongs to nothing now.
+            yield Stmt(
+                "forget_orphan_writes",
+                {
+                    "thread_id": thread_id,
+                    "checkpoint_ns": checkpoint_ns,
+                    "checkpoint_ids": [parent_id, checkpoint_id],
+                },
+            )
             raise MissingParentError(thread_id, checkpoint_ns, checkpoint_id, cast(str, parent_id))
         if self.append_deltas:
             for channel, (version, type_, data, plan) in blobs.items():
@@ -164,19 +177,35 @@ class Writes(CoreBase):
             types.append(type_)
             blobs.append(data)
         special = all(channel in WRITES_IDX_MAP for channel, _ in writes)
-        yield Stmt(
-            "upsert_writes" if special else "insert_writes",
-            {
-                "thread_id": thread_id,
-                "checkpoint_ns": checkpoint_ns,
-                "checkpoint_id": checkpoint_id,
-                "task_id": task_id,
-                "task_path": task_path,
-                "idxs": idxs,
-                "channels": channels,
-                "types": types,
-                "blobs": blobs,
-            },
+        params = {
+            "thread_id": thread_id,
+            "checkpoint_ns": checkpoint_ns,
+            "checkpoint_id": checkpoint_id,
+            "task_id": task_id,
+            "task_path": task_path,
+            "idxs": idxs,
+            "channels": channels,
+            "types": types,
+            "blobs": blobs,
+            "lock_key": maintenance_lock_key(thread_id, self.schema),
+            "checked": False,
+        }
+        for _ in range(_WRITE_ATTEMPTS):
+            save = Stmt("upsert_writes" if special else "insert_writes", dict(params), fetch=True)
+            row = (yield save)[0]
+            if not row["busy"]:
+                if not row["stored"]:
+                    raise MissingCheckpointError(thread_id, checkpoint_ns, checkpoint_id, task_id)
+                return
+            # A delete of the thread holds its lock: once it is done, save only
+            # if it left the namespace standing.
+            yield Stmt("wait_for_thread_deletes", {"lock_key": params["lock_key"]}, fetch=True)
+            params["checked"] = True
+        raise ThreadConflictError(
+            [thread_id],
+            f"the writes of task {task_id!r} for thread {thread_id!r} were not saved: the "
+            f"thread was being deleted or pruned each of the {_WRITE_ATTEMPTS} times they "
+            "were tried; run the graph again from the thread's current state",
         )
 
     def blob_params(

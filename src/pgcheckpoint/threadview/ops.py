@@ -28,7 +28,7 @@ from psycopg.types.json import Jsonb
 from ..core import SaverCore
 from ..crypto import KEYS_ENV, PLAINTEXT_LABEL, cipher_label
 from ..errors import DecryptionError
-from ..locking import LOCK_CLASS_THREAD, thread_lock_key
+from ..locking import thread_lock_key
 from ..ops import Op, Row, Stmt
 from ..validate import check_id
 from ..values import Sealer, binding
@@ -309,7 +309,7 @@ def recent_threads_op(
     if keys:
         locks = yield Stmt(
             "inspect_thread_lock_holders",
-            {"keys": list(keys), "lock_class": LOCK_CLASS_THREAD},
+            {"keys": list(keys)},
             fetch=True,
         )
         holders = {keys[r["key"]]: int(r["holder_pid"]) for r in locks}
