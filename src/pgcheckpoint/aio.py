@@ -171,7 +171,9 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCor
         Example:
             >>> await saver.setup()  # doctest: +SKIP
         """
-        await asyncio.to_thread(migrate.upgrade, conninfo_of(self.conn), schema=self.schema)
+        await asyncio.to_thread(
+            migrate.upgrade, conninfo_of(self.conn), schema=self.schema, check_at_target=False
+        )
 
     # -- the driver ---------------------------------------------------------------
 

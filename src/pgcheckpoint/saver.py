@@ -169,7 +169,7 @@ class PostgresSaver(SaverCore):
         Example:
             >>> saver.setup()  # doctest: +SKIP
         """
-        migrate.upgrade(conninfo_of(self.conn), schema=self.schema)
+        migrate.upgrade(conninfo_of(self.conn), schema=self.schema, check_at_target=False)
 
     # -- the driver ---------------------------------------------------------------
 

@@ -185,22 +185,25 @@ def resolve_dsn(args: argparse.Namespace) -> str:
     return dsn
 
 
-def resolve_schema(args: argparse.Namespace) -> str:
-    """The schema of `--schema` (default "public"), checked.
+def resolve_schema(args: argparse.Namespace, option: str = "schema") -> str:
+    """The schema of `--schema` (or another such option; default "public"), checked.
+
+    Any name PostgreSQL accepts as it is works; others (over 63 bytes, empty,
+    `pg_...`) are refused as bad usage.
 
     Example:
         >>> resolve_schema(argparse.Namespace())
         'public'
     """
-    schema: str = getattr(args, "schema", None) or "public"
-    size = len(schema.encode("utf-8"))
-    if size > _MAX_IDENTIFIER_BYTES:
-        raise CliError(
-            f"schema name {schema!r} is {size} bytes long; Postgres allows "
-            f"{_MAX_IDENTIFIER_BYTES}, use a shorter name",
-            exit_code=EXIT_USAGE,
-        )
-    return schema
+    from ..errors import InvalidInputError
+    from ..validate import check_schema
+
+    schema = getattr(args, option, None)
+    try:
+        return check_schema("public" if schema is None else schema)
+    except InvalidInputError as exc:
+        flag = "--" + option.replace("_", "-")
+        raise CliError(f"{flag}: {exc}", exit_code=EXIT_USAGE) from None
 
 
 def schema_option(schema: str) -> str:

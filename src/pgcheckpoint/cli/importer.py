@@ -84,10 +84,9 @@ def run_import(args: argparse.Namespace) -> int:
     from .progress import Progress
 
     schema = resolve_schema(args)
+    from_schema = resolve_schema(args, "from_schema")
     dsn = resolve_dsn(args)
     from_dsn = args.from_dsn or dsn
-    if args.batch_size < 1:
-        raise CliError("--batch-size must be at least 1", exit_code=EXIT_USAGE)
     serde = _load_serde(args.serde, "--serde") if args.serde else None
     source_serde = _load_serde(args.from_serde, "--from-serde") if args.from_serde else None
     revision = migrate.current(dsn, schema=schema)
@@ -103,7 +102,7 @@ def run_import(args: argparse.Namespace) -> int:
         psycopg.connect(dsn, autocommit=True, prepare_threshold=None, row_factory=dict_row)
         as target_conn,
     ):
-        source = PostgresSaver(source_conn, schema=args.from_schema)
+        source = PostgresSaver(source_conn, schema=from_schema)
         target = PostgresSaver(target_conn, serde=serde, schema=schema)
         importer = LangGraphImporter(
             target, source_serde=source_serde, batch_size=args.batch_size

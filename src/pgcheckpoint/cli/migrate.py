@@ -163,7 +163,35 @@ def run_current(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_FAILED
+    problem = _tables_problem(dsn, schema) if args.check else None
+    if problem is not None:
+        print(f"pgcheckpoint: {problem}", file=sys.stderr)
+        return EXIT_FAILED
     return EXIT_OK
+
+
+def _tables_problem(dsn: str, schema: str) -> str | None:
+    """What is wrong with the tables of a schema whose version table says it is migrated.
+
+    A version table that another role planted, or that outlived its tables,
+    claims revisions whose changes never ran: its tables are missing, or owned
+    by another role than it.
+    """
+    from .. import migrate
+
+    owners = migrate.ownership(dsn, schema=schema).owners
+    version_owner = owners.get(migrate.VERSION_TABLE)
+    missing = [t for t in migrate.TABLES if t not in owners]
+    others = {t: owners[t] for t in migrate.TABLES if t in owners and owners[t] != version_owner}
+    if not missing and not others:
+        return None
+    found = [f"{t} is missing" for t in missing]
+    found += [f"{t} is owned by {o!r}" for t, o in others.items()]
+    return (
+        f"schema {schema!r} has a version table (owned by {version_owner!r}) that does not "
+        f"match its tables: {'; '.join(found)}; run `pgcheckpoint migrate{schema_option(schema)}` "
+        "as the role that owns the tables, which checks them"
+    )
 
 
 def run_grants(args: argparse.Namespace) -> int:
