@@ -54,6 +54,12 @@ def test_url_safe_base64_and_missing_padding_are_accepted() -> None:
     [
         (f"k1:{b64(bytes(16))}", ["'k1'", "PGCHECKPOINT_AES_KEYS", "16 bytes", "32"]),
         ("k1:not base64!", ["'k1'", "PGCHECKPOINT_AES_KEYS", "base64"]),
+        # junk in the middle: skipped by a lenient decoder, which left a valid key
+        (f"k1:{b64(K1)[:20]}!#{b64(K1)[20:]}", ["'k1'", "not valid base64"]),
+        (
+            f"k1:{base64.urlsafe_b64encode(K2).decode()[:20]}*{base64.urlsafe_b64encode(K2).decode()[20:]}",
+            ["'k1'", "not valid base64"],
+        ),
         (b64(K1), ["PGCHECKPOINT_AES_KEYS", "key id"]),
         (f"k1:{b64(K1)},k1:{b64(K2)}", ["'k1'", "twice"]),
         (f"k+1:{b64(K1)}", ["'k+1'", "not allowed"]),

@@ -21,7 +21,16 @@ import importlib
 import sys
 from typing import Any
 
-from . import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, add_command, resolve_dsn, resolve_schema
+from . import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    CliError,
+    add_command,
+    positive_int,
+    resolve_dsn,
+    resolve_schema,
+)
 
 
 def register(subparsers: Any) -> None:
@@ -55,7 +64,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--batch-size",
-        type=int,
+        type=positive_int,
         default=200,
         metavar="N",
         help="checkpoints per transaction (default: 200)",

@@ -29,6 +29,7 @@ from . import (
     resolve_dsn,
     resolve_schema,
     schema_option,
+    seconds_value,
 )
 
 
@@ -57,7 +58,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--lock-timeout",
-        type=float,
+        type=seconds_value,
         default=600.0,
         metavar="SECONDS",
         help="how long to wait for another process's migration (default: 600)",
@@ -70,7 +71,7 @@ def register(subparsers: Any) -> None:
         help="downgrade the schema to REV ('base' drops every table)",
     )
     p.add_argument("revision", metavar="REV", help="target revision, or 'base'")
-    p.add_argument("--lock-timeout", type=float, default=600.0, metavar="SECONDS")
+    p.add_argument("--lock-timeout", type=seconds_value, default=600.0, metavar="SECONDS")
     p.set_defaults(handler=run_downgrade)
 
     p = add_command(subparsers, "current", help="print the revision the database is at")

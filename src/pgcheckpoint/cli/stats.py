@@ -11,9 +11,9 @@ Example:
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
+from ..terminal import json_text
 from . import (
     EXIT_OK,
     add_command,
@@ -60,7 +60,7 @@ def stats_command(args: argparse.Namespace) -> int:
     with PostgresSaver.from_conn_string(dsn, schema=schema) as saver:
         stats = saver.run(storage_stats_op(schema, top=args.top))
     if args.json:
-        print(json.dumps(stats.as_dict(), ensure_ascii=False))
+        print(json_text(stats.as_dict()))
         return EXIT_OK
     print(f"threads      {stats.threads}")
     print(f"checkpoints  {stats.checkpoints}")

@@ -42,7 +42,7 @@ from ..core import SaverCore
 from ..core.maintenance import COPIED_BLOB_COLUMNS, COPIED_CHECKPOINT_COLUMNS, COPIED_WRITE_COLUMNS
 from ..errors import InvalidInputError, PgCheckpointError
 from ..ops import On, Op, Stmt, Sweep
-from ..validate import check_id
+from ..validate import check_count, check_id
 from ..values import binding
 
 __all__ = ["ImportStats", "LangGraphImporter", "SourceSchemaError", "import_sweep"]
@@ -124,8 +124,7 @@ class LangGraphImporter:
         source_serde: SerializerProtocol | None = None,
         batch_size: int = 200,
     ) -> None:
-        if batch_size < 1:
-            raise InvalidInputError(f"batch_size must be at least 1, not {batch_size!r}")
+        check_count("batch_size", batch_size, minimum=1)
         self.core = core
         self.source_serde = source_serde
         self.batch_size = batch_size

@@ -50,6 +50,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from psycopg import DataError
 from psycopg.errors import DeadlockDetected, ForeignKeyViolation, LockNotAvailable
 
 from ..core import SaverCore
@@ -261,7 +262,13 @@ def _sweep(
     report = PruneReport(dry_run=dry_run)
     cutoff: datetime | None = None
     if older_than is not None:
-        rows = yield _fetch(Stmt("retention_cutoff", {"older_than": older_than}, fetch=True))
+        try:
+            rows = yield _fetch(Stmt("retention_cutoff", {"older_than": older_than}, fetch=True))
+        except DataError:
+            raise InvalidInputError(
+                f"older_than {older_than} reaches back past the oldest time PostgreSQL "
+                "stores (4713 BC); give a shorter age"
+            ) from None
         cutoff = rows[0]["cutoff"]
     # Only threads with something to trim: more than `keep` checkpoints somewhere.
     select = {"cutoff": cutoff, "keep_last": keep}

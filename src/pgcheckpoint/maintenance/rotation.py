@@ -34,6 +34,7 @@ from ..core import SaverCore
 from ..crypto import LANGGRAPH_EAX_LABEL, PLAINTEXT_LABEL, EncryptedSerde, cipher_label
 from ..errors import InvalidInputError
 from ..ops import Op, Row, Stmt, Sweep
+from ..validate import check_count
 from ..values import binding, seal_value, unseal_value
 
 __all__ = ["VALUE_KINDS", "RotationReport", "rotate_key", "rotation_sweep"]
@@ -210,6 +211,7 @@ def rotation_sweep(
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidInputError(f"batch_size must be a positive int, not {batch_size!r}")
+    check_count("batch_size", batch_size, minimum=1)
     serde = core.serde
     if not isinstance(serde, EncryptedSerde):
         raise InvalidInputError(

@@ -18,6 +18,7 @@ from psycopg import sql
 from ..errors import InvalidInputError
 from ..migrate import TABLES
 from ..ops import Op, Stmt
+from ..validate import check_count
 
 __all__ = ["StorageStats", "storage_stats_op"]
 
@@ -83,6 +84,7 @@ def storage_stats_op(schema: str = "public", *, top: int = 10) -> Op[StorageStat
     """
     if isinstance(top, bool) or not isinstance(top, int) or top < 0:
         raise InvalidInputError(f"top must be a non-negative int, not {top!r}")
+    check_count("top", top)
     rows = yield Stmt("storage_counts", fetch=True)
     stats = StorageStats(**{k: v for k, v in rows[0].items()})
     sizes = yield Stmt(
