@@ -10,8 +10,10 @@
 -- waits for the delete (wait_for_thread_deletes) and runs this again with
 -- `checked`, in a snapshot taken after the delete: the writes are stored only if
 -- a checkpoint of their namespace is still there, else the delete took the
--- thread from under the run (which stops at its next put anyway). LangGraph
--- may save writes before their checkpoint, so the checkpoint itself may be missing.
+-- thread from under the run (which stops at its next put anyway). The core also
+-- passes `checked` once a put of the namespace found its parent deleted: LangGraph
+-- raises a background put's error only when the run ends, and runs on till then.
+-- LangGraph may save writes before their checkpoint, so it may be missing.
 WITH try AS MATERIALIZED (
     SELECT pg_try_advisory_xact_lock_shared(%(lock_key)s::int8) AS free
 ), target AS MATERIALIZED (
@@ -112,6 +114,11 @@ SELECT stored, busy FROM guard
 )
 SELECT stored, busy FROM guard
 
+-- name: wait_for_thread_saves
+-- Waits until no save of the thread is in flight (they hold its maintenance
+-- lock shared): takes the lock, until the end of this statement's transaction.
+SELECT pg_advisory_xact_lock(%(lock_key)s::int8)::text AS waited
+
 -- name: wait_for_thread_deletes
 -- Waits until no delete holds the thread's maintenance lock; holds it shared
 -- until the end of this statement's transaction.
@@ -120,10 +127,15 @@ SELECT pg_advisory_xact_lock_shared(%(lock_key)s::int8)::text AS waited
 -- name: forget_orphan_writes
 -- retry: safe
 -- After a put found its parent gone: the writes that tasks saved meanwhile for
--- the missing parent, or for the refused checkpoint, belong to no checkpoint.
+-- the missing parent, or for the refused checkpoint, belong to no checkpoint;
+-- and in a namespace left without any checkpoint (the thread was deleted under
+-- the run), neither do those of checkpoints the run had yet to save. Run after
+-- wait_for_thread_saves, in a snapshot that sees the writes that were in flight.
 DELETE FROM {schema}.pgc_writes w
 WHERE w.thread_id = %(thread_id)s AND w.checkpoint_ns = %(checkpoint_ns)s
-  AND w.checkpoint_id = ANY(%(checkpoint_ids)s::text[])
+  AND (w.checkpoint_id = ANY(%(checkpoint_ids)s::text[])
+       OR NOT EXISTS (SELECT 1 FROM {schema}.pgc_checkpoints n
+                      WHERE n.thread_id = w.thread_id AND n.checkpoint_ns = w.checkpoint_ns))
   AND NOT EXISTS (SELECT 1 FROM {schema}.pgc_checkpoints c
                   WHERE c.thread_id = w.thread_id AND c.checkpoint_ns = w.checkpoint_ns
                     AND c.checkpoint_id = w.checkpoint_id)

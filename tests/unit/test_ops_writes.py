@@ -104,9 +104,12 @@ def test_a_put_whose_parent_is_gone_raises_and_remembers_nothing() -> None:
     first, first_stmt = put_messages(core, "t", MESSAGES)
     parent = stored(first)
     op, stmt = put_messages(core, "t", [*MESSAGES, "one more"], parent=parent)
-    # the writes its tasks saved for the missing parent, or for the refused
-    # checkpoint, are removed: they belong to no checkpoint
-    forget = op.send(PARENT_GONE)
+    # once the saves in flight are done, the writes its tasks saved for the
+    # missing parent, or for the refused checkpoint, are removed: they belong to
+    # no checkpoint
+    wait = op.send(PARENT_GONE)
+    assert wait.name == "wait_for_thread_saves"
+    forget = op.send([{}])
     assert forget.name == "forget_orphan_writes"
     assert forget.params["checkpoint_ids"] == [
         parent["configurable"]["checkpoint_id"],
@@ -114,6 +117,10 @@ def test_a_put_whose_parent_is_gone_raises_and_remembers_nothing() -> None:
     ]
     with pytest.raises(MissingParentError) as err:
         op.send([])
+    # the run goes on (LangGraph raises a background put's error at the end): its
+    # later writes need their namespace to be there
+    sent, _ = drive(core.put_writes_op(parent, [("a", 1)], "task"), [SAVED])
+    assert sent[0].params["checked"] is True
     assert (err.value.thread_id, err.value.parent_checkpoint_id) == (
         "t",
         parent["configurable"]["checkpoint_id"],
@@ -234,3 +241,17 @@ def test_writes_that_meet_a_delete_wait_for_it_then_need_their_namespace() -> No
         drive(core.put_writes_op(config, [("a", 1)], "task"), [busy, [{}], gone])
     with pytest.raises(ThreadConflictError, match="being deleted or pruned"):
         drive(core.put_writes_op(config, [("a", 1)], "task"), [busy, [{}]] * 5)
+
+
+def test_writes_that_land_after_their_threads_deletion_was_found_are_removed() -> None:
+    core = SaverCore()
+    config = generate_config("t", checkpoint_id="c1")
+    op = core.put_writes_op(config, [("a", 1)], "task")
+    assert next(op).params["checked"] is False
+    # meanwhile a put of the same saver finds the thread deleted under the run
+    core.deleted_under_runs[("t", "")] = None
+    assert op.send(SAVED).name == "wait_for_thread_saves"
+    forget = op.send([{}])
+    assert (forget.name, forget.params["checkpoint_ids"]) == ("forget_orphan_writes", ["c1"])
+    with pytest.raises(MissingCheckpointError):
+        op.send([])

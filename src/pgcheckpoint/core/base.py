@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import os
 import random
+from collections import OrderedDict
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, cast
 
@@ -54,6 +55,9 @@ class CoreBase(BaseCheckpointSaver[str], ValueCodec):
         super().__init__(serde=serde)
         # what this saver last stored or read of each list channel (for deltas)
         self.append_cache = AppendCache()
+        # (thread, namespace) where a put found its parent deleted: a run goes on
+        # writing there (LangGraph raises a background put's error at the end)
+        self.deleted_under_runs: OrderedDict[tuple[str, str], None] = OrderedDict()
         self._own_caches()
         # the copies `with_allowlist` made, one per allowlist
         self.allowlist_clones: dict[frozenset[tuple[str, ...]], CoreBase] = {}

@@ -40,6 +40,8 @@ __all__ = ["Writes"]
 _INLINE_TYPES = (str, int, float, bool)
 # Tries of put_writes while deletes of its thread keep holding the thread's lock.
 _WRITE_ATTEMPTS = 5
+# Namespaces remembered where a put found its parent deleted (`deleted_under_runs`).
+_DELETED_UNDER_RUNS = 1024
 
 
 class Writes(CoreBase):
@@ -122,19 +124,20 @@ class Writes(CoreBase):
             self.append_cache.forget_thread(thread_id)
             params.update(self.blob_params(thread_id, checkpoint_ns, blobs, deltas=False))
             rows = yield Stmt("put_checkpoint", params, fetch=True)
+        where_ns = (thread_id, checkpoint_ns)
         if rows and not rows[0]["stored"]:
             # The parent is gone (retention, prune, delete_thread), perhaps while
             # the graph ran on it: a child saved anyway would cut its history short.
-            # What the run's tasks saved since, on either, belongs to nothing now.
-            yield Stmt(
-                "forget_orphan_writes",
-                {
-                    "thread_id": thread_id,
-                    "checkpoint_ns": checkpoint_ns,
-                    "checkpoint_ids": [parent_id, checkpoint_id],
-                },
+            # What the run's tasks saved since, on either, belongs to nothing now,
+            # and what they save next is refused while the namespace stays empty.
+            self.deleted_under_runs[where_ns] = None
+            while len(self.deleted_under_runs) > _DELETED_UNDER_RUNS:
+                self.deleted_under_runs.popitem(last=False)
+            yield from self._forget_orphan_writes_op(
+                thread_id, checkpoint_ns, [cast(str, parent_id), checkpoint_id]
             )
             raise MissingParentError(thread_id, checkpoint_ns, checkpoint_id, cast(str, parent_id))
+        self.deleted_under_runs.pop(where_ns, None)
         if self.append_deltas:
             for channel, (version, type_, data, plan) in blobs.items():
                 if type_ == "msgpack":
@@ -177,6 +180,7 @@ class Writes(CoreBase):
             types.append(type_)
             blobs.append(data)
         special = all(channel in WRITES_IDX_MAP for channel, _ in writes)
+        where_ns = (thread_id, checkpoint_ns)
         params = {
             "thread_id": thread_id,
             "checkpoint_ns": checkpoint_ns,
@@ -188,13 +192,22 @@ class Writes(CoreBase):
             "types": types,
             "blobs": blobs,
             "lock_key": maintenance_lock_key(thread_id, self.schema),
-            "checked": False,
+            # a run that goes on after its thread was deleted under it saves nothing
+            "checked": where_ns in self.deleted_under_runs,
         }
         for _ in range(_WRITE_ATTEMPTS):
             save = Stmt("upsert_writes" if special else "insert_writes", dict(params), fetch=True)
             row = (yield save)[0]
             if not row["busy"]:
-                if not row["stored"]:
+                refused = not row["stored"]
+                if not refused and not params["checked"] and where_ns in self.deleted_under_runs:
+                    # a put found the thread deleted while these waited for a
+                    # connection: its clean-up may have run before they landed
+                    yield from self._forget_orphan_writes_op(
+                        thread_id, checkpoint_ns, [checkpoint_id]
+                    )
+                    refused = True
+                if refused:
                     raise MissingCheckpointError(thread_id, checkpoint_ns, checkpoint_id, task_id)
                 return
             # A delete of the thread holds its lock: once it is done, save only
@@ -206,6 +219,17 @@ class Writes(CoreBase):
             f"the writes of task {task_id!r} for thread {thread_id!r} were not saved: the "
             f"thread was being deleted or pruned each of the {_WRITE_ATTEMPTS} times they "
             "were tried; run the graph again from the thread's current state",
+        )
+
+    def _forget_orphan_writes_op(
+        self, thread_id: str, ns: str, checkpoint_ids: list[str]
+    ) -> Op[None]:
+        """Remove the writes of a run whose thread was deleted under it (forget_orphan_writes)."""
+        lock_key = maintenance_lock_key(thread_id, self.schema)
+        yield Stmt("wait_for_thread_saves", {"lock_key": lock_key}, fetch=True)
+        yield Stmt(
+            "forget_orphan_writes",
+            {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_ids": checkpoint_ids},
         )
 
     def blob_params(
