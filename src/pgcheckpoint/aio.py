@@ -32,7 +32,6 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from . import migrate
 from .blocking import SyncFromThreads  # sync: from .core import SaverCore
-from .core.maintenance import conflict_retries
 from .drivers import (
     SCHEMA_ERRORS,
     Cursors,
@@ -370,7 +369,10 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCor
         Example:
             >>> await saver.aput_writes(config, [("messages", ["hi"])], "t")  # doctest: +SKIP
         """
-        await self.run(self.put_writes_op(config, writes, task_id, task_path))
+        if not await self.run(self.put_writes_op(config, writes, task_id, task_path)):
+            # a delete of the thread was in the way: wait for it, then save in one transaction
+            op = self.put_writes_op(config, writes, task_id, task_path, after_delete=True)
+            await self.run(op, atomic=True)
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Delete a thread: every checkpoint, value and write of it.
@@ -381,9 +383,7 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCor
         Example:
             >>> await saver.adelete_thread("t1")  # doctest: +SKIP
         """
-        await self.run_each(
-            conflict_retries(lambda: self.delete_thread_op(thread_id), "delete_thread")
-        )
+        await self.run_each(self.delete_thread_sweep(thread_id))
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy a thread's whole history to another thread id.
@@ -402,9 +402,7 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCor
         Example:
             >>> await saver.aprune(["t1", "t2"], strategy="keep_latest")  # doctest: +SKIP
         """
-        await self.run_each(
-            conflict_retries(lambda: self.prune_op(thread_ids, strategy=strategy), "prune")
-        )
+        await self.run_each(self.prune_sweep(thread_ids, strategy=strategy))
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints and writes that the given runs created.
@@ -412,9 +410,7 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(SaverCor
         Example:
             >>> await saver.adelete_for_runs(["run-1"])  # doctest: +SKIP
         """
-        await self.run_each(
-            conflict_retries(lambda: self.delete_for_runs_op(run_ids), "delete_for_runs")
-        )
+        await self.run_each(self.delete_for_runs_sweep(run_ids))
 
     async def aprune_older_than(
         self,

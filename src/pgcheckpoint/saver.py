@@ -34,7 +34,6 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from . import migrate
 from .core import SaverCore
-from .core.maintenance import conflict_retries
 from .drivers import (
     SCHEMA_ERRORS,
     Cursors,
@@ -363,7 +362,10 @@ class PostgresSaver(SaverCore):
         Example:
             >>> saver.put_writes(config, [("messages", ["hi"])], "t")  # doctest: +SKIP
         """
-        self.run(self.put_writes_op(config, writes, task_id, task_path))
+        if not self.run(self.put_writes_op(config, writes, task_id, task_path)):
+            # a delete of the thread was in the way: wait for it, then save in one transaction
+            op = self.put_writes_op(config, writes, task_id, task_path, after_delete=True)
+            self.run(op, atomic=True)
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete a thread: every checkpoint, value and write of it.
@@ -374,7 +376,7 @@ class PostgresSaver(SaverCore):
         Example:
             >>> saver.delete_thread("t1")  # doctest: +SKIP
         """
-        self.run_each(conflict_retries(lambda: self.delete_thread_op(thread_id), "delete_thread"))
+        self.run_each(self.delete_thread_sweep(thread_id))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy a thread's whole history to another thread id.
@@ -393,9 +395,7 @@ class PostgresSaver(SaverCore):
         Example:
             >>> saver.prune(["t1", "t2"], strategy="keep_latest")  # doctest: +SKIP
         """
-        self.run_each(
-            conflict_retries(lambda: self.prune_op(thread_ids, strategy=strategy), "prune")
-        )
+        self.run_each(self.prune_sweep(thread_ids, strategy=strategy))
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints and writes that the given runs created.
@@ -403,7 +403,7 @@ class PostgresSaver(SaverCore):
         Example:
             >>> saver.delete_for_runs(["run-1"])  # doctest: +SKIP
         """
-        self.run_each(conflict_retries(lambda: self.delete_for_runs_op(run_ids), "delete_for_runs"))
+        self.run_each(self.delete_for_runs_sweep(run_ids))
 
     def prune_older_than(
         self,

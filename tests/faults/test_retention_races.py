@@ -6,9 +6,9 @@ watches `pg_stat_activity` until the other side is waiting there, then lets
 go. Sweeps are told apart by `application_name`.
 
 - A put racing a `delete` sweep on the same idle thread either commits first
-  (the sweep waits for it, sees the new checkpoint and keeps the thread whole)
-  or finds its parent deleted and fails with `MissingParentError` (the sweep
-  wins: nothing of the thread is left).
+  (the sweep finds the thread held by the put in flight, or sees the new
+  checkpoint, and keeps the thread whole) or finds its parent deleted and fails
+  with `MissingParentError` (the sweep wins: nothing of the thread is left).
 - A real graph run on an idle thread, with a sweep looping beside it, ends in
   one of the states above, never with a history cut short.
 - Two `pgcheckpoint prune` processes at once: one skips what the other holds,
@@ -148,17 +148,14 @@ def test_a_put_that_locked_its_parent_first_keeps_the_thread_whole(db_dsn: str) 
     with (
         PostgresSaver.from_conn_string(named(db_dsn, "sweep-a")) as sweeper,
         psycopg.connect(db_dsn) as put_conn,
+        put_conn.transaction(),
     ):
-        with put_conn.transaction():
-            # the put ran and holds its parent; its transaction is still open
-            new = PostgresSaver(put_conn).put(
-                head, generate_checkpoint(), generate_metadata(step=9), {}
-            )
-            sweep = Background(lambda: sweeper.prune_older_than(MONTH))
-            sweep.start()
-            wait_until(lambda: waiting_on_a_lock(db_dsn, "sweep-a"), "the sweep to wait")
-        # the put committed; the sweep goes on
-        report: PruneReport = sweep.outcome()
+        # the put ran and holds its parent, and the thread's maintenance lock
+        # shared; its transaction is still open: the sweep leaves the thread to
+        # a later sweep, without waiting
+        metadata = generate_metadata(step=9)
+        new = PostgresSaver(put_conn).put(head, generate_checkpoint(), metadata, {})
+        report: PruneReport = sweeper.prune_older_than(MONTH)
 
     assert (report.threads, report.skipped) == (0, [thread_id])
     assert rows_of(db_dsn, thread_id) == {"pgc_checkpoints": 4, "pgc_blobs": 3, "pgc_writes": 3}

@@ -10,7 +10,7 @@ from psycopg.errors import ForeignKeyViolation
 from support.checkpoints import with_values
 from support.ops import drive
 
-from pgcheckpoint import MissingCheckpointError, MissingParentError, ThreadConflictError
+from pgcheckpoint import MissingCheckpointError, MissingParentError
 from pgcheckpoint.core import SaverCore
 from pgcheckpoint.locking import maintenance_lock_key
 from pgcheckpoint.ops import Stmt
@@ -224,23 +224,25 @@ def test_writes_go_in_one_statement_indexed_by_position_and_special_ones_replace
 
     sent, _ = drive(core.put_writes_op(config, [("__error__", "boom")], "task"), [SAVED])
     assert (sent[0].name, list(sent[0].params["idxs"])) == ("upsert_writes", [-1])
-    assert drive(core.put_writes_op(config, [], "task"), []) == ([], None)
+    assert drive(core.put_writes_op(config, [], "task"), []) == ([], True)
 
 
 def test_writes_that_meet_a_delete_wait_for_it_then_need_their_namespace() -> None:
     core = SaverCore()
     config = generate_config("t", checkpoint_id="c1")
     busy = [{"stored": False, "busy": True}]
-    sent, _ = drive(core.put_writes_op(config, [("a", 1)], "task"), [busy, [{}], SAVED])
-    assert [s.name for s in sent] == ["insert_writes", "wait_for_thread_deletes", "insert_writes"]
-    assert (sent[0].params["checked"], sent[2].params["checked"]) == (False, True)
-    assert sent[1].params["lock_key"] == maintenance_lock_key("t")
+    sent, saved = drive(core.put_writes_op(config, [("a", 1)], "task"), [busy])
+    assert (saved, sent[0].params["checked"]) == (False, False)
+    # the caller runs it again, in one transaction: wait for the delete, then save
+    again = core.put_writes_op(config, [("a", 1)], "task", after_delete=True)
+    sent, saved = drive(again, [[{}], SAVED])
+    assert [s.name for s in sent] == ["wait_for_thread_deletes", "insert_writes"]
+    assert sent[0].params["lock_key"] == maintenance_lock_key("t")
+    assert (saved, sent[1].params["checked"]) == (True, True)
     # the delete took the namespace: the run is told, nothing is stored
     gone = [{"stored": False, "busy": False}]
     with pytest.raises(MissingCheckpointError, match="'c1' of thread 't'"):
-        drive(core.put_writes_op(config, [("a", 1)], "task"), [busy, [{}], gone])
-    with pytest.raises(ThreadConflictError, match="being deleted or pruned"):
-        drive(core.put_writes_op(config, [("a", 1)], "task"), [busy, [{}]] * 5)
+        drive(core.put_writes_op(config, [("a", 1)], "task", after_delete=True), [[{}], gone])
 
 
 def test_writes_that_land_after_their_threads_deletion_was_found_are_removed() -> None:

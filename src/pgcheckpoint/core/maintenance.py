@@ -91,6 +91,37 @@ class Maintenance(Reads):
         True
     """
 
+    def delete_thread_sweep(self, thread_id: str) -> Sweep[None]:
+        """`delete_thread_op` in a transaction, run again when it conflicts (`conflict_retries`).
+
+        Example:
+            >>> saver.run_each(saver.delete_thread_sweep("t1"))  # doctest: +SKIP
+        """
+        thread_id = check_id("thread_id", thread_id)
+        yield from conflict_retries(
+            lambda: self.delete_thread_op(thread_id), "delete_thread", [thread_id]
+        )
+
+    def prune_sweep(
+        self, thread_ids: Sequence[str], *, strategy: str = "keep_latest"
+    ) -> Sweep[None]:
+        """`prune_op` in a transaction, run again when it conflicts (`conflict_retries`).
+
+        Example:
+            >>> saver.run_each(saver.prune_sweep(["t1"]))  # doctest: +SKIP
+        """
+        ids = check_id_list("thread_ids", thread_ids)
+        yield from conflict_retries(lambda: self.prune_op(ids, strategy=strategy), "prune", ids)
+
+    def delete_for_runs_sweep(self, run_ids: Sequence[str]) -> Sweep[None]:
+        """`delete_for_runs_op` in a transaction, run again when it conflicts (`conflict_retries`).
+
+        Example:
+            >>> saver.run_each(saver.delete_for_runs_sweep(["run-1"]))  # doctest: +SKIP
+        """
+        ids = check_id_list("run_ids", run_ids, kind="run_id")
+        yield from conflict_retries(lambda: self.delete_for_runs_op(ids), "delete_for_runs")
+
     def delete_thread_op(self, thread_id: str) -> Op[None]:
         """Delete every checkpoint, blob and write of a thread; the caller runs it in one
         transaction (`conflict_retries`)."""

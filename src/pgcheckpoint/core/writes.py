@@ -27,7 +27,7 @@ from psycopg.types.json import Jsonb
 
 from ..appends import AppendPlan
 from ..arrays import ByteaArray, Int4Array, TextArray
-from ..errors import MissingCheckpointError, MissingParentError, ThreadConflictError
+from ..errors import MissingCheckpointError, MissingParentError
 from ..locking import maintenance_lock_key
 from ..ops import Op, Stmt
 from ..validate import check_id, thread_of
@@ -38,8 +38,6 @@ __all__ = ["Writes"]
 
 # Channel values stored inline in the checkpoint record, not as blobs.
 _INLINE_TYPES = (str, int, float, bool)
-# Tries of put_writes while deletes of its thread keep holding the thread's lock.
-_WRITE_ATTEMPTS = 5
 # Namespaces remembered where a put found its parent deleted (`deleted_under_runs`).
 _DELETED_UNDER_RUNS = 1024
 
@@ -162,14 +160,24 @@ class Writes(CoreBase):
         writes: Sequence[tuple[str, Any]],
         task_id: str,
         task_path: str = "",
-    ) -> Op[None]:
-        """Store the writes of one task against a checkpoint."""
+        *,
+        after_delete: bool = False,
+    ) -> Op[bool]:
+        """Store the writes of one task against a checkpoint; False if a delete was in the way.
+
+        Like a put, the writes hold the thread's maintenance lock shared, but
+        they only try it: while a delete of the thread holds it, nothing is
+        stored and the op returns False. The caller then runs it again with
+        `after_delete`, in one transaction: it waits for the delete, and saves
+        only if a checkpoint of the namespace is left (`MissingCheckpointError`
+        otherwise), in a snapshot taken after the delete, holding the lock.
+        """
         thread_id, checkpoint_ns = thread_of(config)
         checkpoint_id = check_id("checkpoint_id", get_checkpoint_id(config))
         task_id = check_id("task_id", task_id)
         task_path = check_id("task_path", task_path or "")
         if not writes:
-            return
+            return True
         idxs, channels, types, blobs = Int4Array(), TextArray(), TextArray(), ByteaArray()
         for position, (channel, value) in enumerate(writes):
             channels.append(check_id("channel", channel))
@@ -193,33 +201,23 @@ class Writes(CoreBase):
             "blobs": blobs,
             "lock_key": maintenance_lock_key(thread_id, self.schema),
             # a run that goes on after its thread was deleted under it saves nothing
-            "checked": where_ns in self.deleted_under_runs,
+            "checked": after_delete or where_ns in self.deleted_under_runs,
         }
-        for _ in range(_WRITE_ATTEMPTS):
-            save = Stmt("upsert_writes" if special else "insert_writes", dict(params), fetch=True)
-            row = (yield save)[0]
-            if not row["busy"]:
-                refused = not row["stored"]
-                if not refused and not params["checked"] and where_ns in self.deleted_under_runs:
-                    # a put found the thread deleted while these waited for a
-                    # connection: its clean-up may have run before they landed
-                    yield from self._forget_orphan_writes_op(
-                        thread_id, checkpoint_ns, [checkpoint_id]
-                    )
-                    refused = True
-                if refused:
-                    raise MissingCheckpointError(thread_id, checkpoint_ns, checkpoint_id, task_id)
-                return
-            # A delete of the thread holds its lock: once it is done, save only
-            # if it left the namespace standing.
+        if after_delete:
             yield Stmt("wait_for_thread_deletes", {"lock_key": params["lock_key"]}, fetch=True)
-            params["checked"] = True
-        raise ThreadConflictError(
-            [thread_id],
-            f"the writes of task {task_id!r} for thread {thread_id!r} were not saved: the "
-            f"thread was being deleted or pruned each of the {_WRITE_ATTEMPTS} times they "
-            "were tried; run the graph again from the thread's current state",
-        )
+        save = Stmt("upsert_writes" if special else "insert_writes", params, fetch=True)
+        row = (yield save)[0]
+        if row["busy"]:
+            return False
+        refused = not row["stored"]
+        if not refused and not params["checked"] and where_ns in self.deleted_under_runs:
+            # a put found the thread deleted while these waited for a connection:
+            # its clean-up may have run before they landed
+            yield from self._forget_orphan_writes_op(thread_id, checkpoint_ns, [checkpoint_id])
+            refused = True
+        if refused:
+            raise MissingCheckpointError(thread_id, checkpoint_ns, checkpoint_id, task_id)
+        return True
 
     def _forget_orphan_writes_op(
         self, thread_id: str, ns: str, checkpoint_ids: list[str]
