@@ -1,40 +1,40 @@
 -- Saving: a checkpoint with its new channel values, and a task's pending writes.
 
 -- fragment: insert_task_writes
--- The writes of one task at a checkpoint, as put_writes gives them, as CTEs
--- ending in `saved` (the insert) and `guard`; the statement adds what a write
--- already saved under the same key does, and selects from `guard`. Like a put,
--- it holds the thread's maintenance lock shared (pgcheckpoint.locking), so a
--- delete of the thread waits for it; but it only tries the lock: while a
--- delete holds it, nothing is stored and `busy` comes back true. The core then
--- waits for the delete (wait_for_thread_deletes) and runs this again with
--- `checked`, in a snapshot taken after the delete: the writes are stored only if
--- a checkpoint of their namespace is still there, else the delete took the
--- thread from under the run (which stops at its next put anyway). The core also
--- passes `checked` once a put of the namespace found its parent deleted: LangGraph
--- raises a background put's error only when the run ends, and runs on till then.
--- LangGraph may save writes before their checkpoint, so it may be missing.
-WITH try AS MATERIALIZED (
-    SELECT pg_try_advisory_xact_lock_shared(%(lock_key)s::int8) AS free
-), target AS MATERIALIZED (
-    SELECT 1 FROM {schema}.pgc_checkpoints
-    WHERE %(checked)s AND (SELECT free FROM try)
-      AND thread_id = %(thread_id)s AND checkpoint_ns = %(checkpoint_ns)s
-    LIMIT 1
-    FOR KEY SHARE
-), guard AS MATERIALIZED (
-    SELECT (SELECT free FROM try) AND (NOT %(checked)s OR EXISTS (SELECT 1 FROM target))
-           AS stored,
-           NOT (SELECT free FROM try) AS busy
-), saved AS (
-    INSERT INTO {schema}.pgc_writes (
-        thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob
-    )
-    SELECT %(thread_id)s, %(checkpoint_ns)s, %(checkpoint_id)s, %(task_id)s, %(task_path)s,
-           w.idx, w.channel, w.type, w.blob
-    FROM unnest(%(idxs)s::int[], %(channels)s::text[], %(types)s::text[], %(blobs)b::bytea[])
-         AS w(idx, channel, type, blob)
-    WHERE (SELECT stored FROM guard)
+-- The writes of one task at a checkpoint, as put_writes gives them; the
+-- statement says what a write already saved under the same key does. Like a
+-- put, it holds the thread's maintenance lock shared (pgcheckpoint.locking), so
+-- a delete of the thread waits for it; but it only tries the lock, once (an
+-- InitPlan): while a delete holds it, nothing is stored.
+INSERT INTO {schema}.pgc_writes (
+    thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob
+)
+SELECT %(thread_id)s, %(checkpoint_ns)s, %(checkpoint_id)s, %(task_id)s, %(task_path)s,
+       w.idx, w.channel, w.type, w.blob
+FROM unnest(%(idxs)s::int[], %(channels)s::text[], %(types)s::text[], %(blobs)b::bytea[])
+     AS w(idx, channel, type, blob)
+WHERE (SELECT pg_try_advisory_xact_lock_shared(%(lock_key)s::int8))
+
+-- fragment: namespace_left
+-- The `_checked` statements store writes only if a checkpoint of their
+-- namespace is there: the core runs them once a put of the namespace found its
+-- parent deleted (LangGraph raises a background put's error only when the run
+-- ends, and runs on till then), and when it tries again after a delete
+-- (wait_for_thread_deletes): else the delete took the thread from under the
+-- run. LangGraph may save writes before their checkpoint, so that checkpoint
+-- itself may be missing.
+AND EXISTS (
+    SELECT 1 FROM {schema}.pgc_checkpoints c
+    WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns = %(checkpoint_ns)s
+    LIMIT 1 FOR KEY SHARE)
+
+-- fragment: upsert_conflict
+ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SET
+    channel = EXCLUDED.channel,
+    type = EXCLUDED.type,
+    blob = EXCLUDED.blob,
+    task_path = EXCLUDED.task_path
+RETURNING 1 AS saved
 
 -- name: put_checkpoint
 -- retry: safe
@@ -96,23 +96,38 @@ SELECT stored FROM guard
 
 -- name: upsert_writes
 -- retry: safe
--- Special writes (errors, interrupts, resumes) replace an earlier attempt's.
+-- Special writes (errors, interrupts, resumes) replace an earlier attempt's. No
+-- row back: a delete held the thread.
 {insert_task_writes}
-    ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SET
-        channel = EXCLUDED.channel,
-        type = EXCLUDED.type,
-        blob = EXCLUDED.blob,
-        task_path = EXCLUDED.task_path
-)
-SELECT stored, busy FROM guard
+{upsert_conflict}
+
+-- name: upsert_writes_checked
+-- retry: safe
+{insert_task_writes}
+{namespace_left}
+{upsert_conflict}
 
 -- name: insert_writes
 -- retry: safe
--- A task's regular writes are saved once; a retry of the same task keeps the first.
+-- A task's regular writes are saved once; a retry of the same task keeps the
+-- first. No row back: a delete held the thread, or they were saved already.
 {insert_task_writes}
-    ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
-)
-SELECT stored, busy FROM guard
+ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
+RETURNING 1 AS saved
+
+-- name: insert_writes_checked
+-- retry: safe
+{insert_task_writes}
+{namespace_left}
+ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
+RETURNING 1 AS saved
+
+-- name: thread_namespace_exists
+-- Whether a checkpoint of the namespace is there (writes saved after a delete).
+SELECT EXISTS (
+    SELECT 1 FROM {schema}.pgc_checkpoints
+    WHERE thread_id = %(thread_id)s AND checkpoint_ns = %(checkpoint_ns)s
+) AS found
 
 -- name: wait_for_thread_saves
 -- Waits until no save of the thread is in flight (they hold its maintenance
@@ -121,7 +136,7 @@ SELECT pg_advisory_xact_lock(%(lock_key)s::int8)::text AS waited
 
 -- name: wait_for_thread_deletes
 -- Waits until no delete holds the thread's maintenance lock; holds it shared
--- until the end of this statement's transaction.
+-- until the end of the transaction, so that no delete comes in between.
 SELECT pg_advisory_xact_lock_shared(%(lock_key)s::int8)::text AS waited
 
 -- name: forget_orphan_writes

@@ -18,7 +18,7 @@ from pgcheckpoint.values import binding
 
 STORED = [{"stored": True}]  # what put_checkpoint returns when the parent exists
 PARENT_GONE = [{"stored": False}]
-SAVED = [{"stored": True, "busy": False}]  # what insert_writes returns, no delete in the way
+SAVED = [{"saved": 1}]  # what insert_writes returns for a write it stored
 MESSAGES = [f"message {i}: " + "x" * 30 for i in range(20)]  # a list worth a delta
 
 
@@ -120,7 +120,7 @@ def test_a_put_whose_parent_is_gone_raises_and_remembers_nothing() -> None:
     # the run goes on (LangGraph raises a background put's error at the end): its
     # later writes need their namespace to be there
     sent, _ = drive(core.put_writes_op(parent, [("a", 1)], "task"), [SAVED])
-    assert sent[0].params["checked"] is True
+    assert sent[0].name == "insert_writes_checked"
     assert (err.value.thread_id, err.value.parent_checkpoint_id) == (
         "t",
         parent["configurable"]["checkpoint_id"],
@@ -230,26 +230,30 @@ def test_writes_go_in_one_statement_indexed_by_position_and_special_ones_replace
 def test_writes_that_meet_a_delete_wait_for_it_then_need_their_namespace() -> None:
     core = SaverCore()
     config = generate_config("t", checkpoint_id="c1")
-    busy = [{"stored": False, "busy": True}]
-    sent, saved = drive(core.put_writes_op(config, [("a", 1)], "task"), [busy])
-    assert (saved, sent[0].params["checked"]) == (False, False)
+    # nothing stored: a delete held the thread (or the writes were saved already)
+    sent, saved = drive(core.put_writes_op(config, [("a", 1)], "task"), [[]])
+    assert (saved, sent[0].name) == (False, "insert_writes")
     # the caller runs it again, in one transaction: wait for the delete, then save
     again = core.put_writes_op(config, [("a", 1)], "task", after_delete=True)
     sent, saved = drive(again, [[{}], SAVED])
-    assert [s.name for s in sent] == ["wait_for_thread_deletes", "insert_writes"]
+    assert [s.name for s in sent] == ["wait_for_thread_deletes", "insert_writes_checked"]
     assert sent[0].params["lock_key"] == maintenance_lock_key("t")
-    assert (saved, sent[1].params["checked"]) == (True, True)
+    assert saved
+    # saved already, by an earlier attempt of the task: done
+    again = core.put_writes_op(config, [("a", 1)], "task", after_delete=True)
+    sent, saved = drive(again, [[{}], [], [{"found": True}]])
+    assert (sent[-1].name, saved) == ("thread_namespace_exists", True)
     # the delete took the namespace: the run is told, nothing is stored
-    gone = [{"stored": False, "busy": False}]
     with pytest.raises(MissingCheckpointError, match="'c1' of thread 't'"):
-        drive(core.put_writes_op(config, [("a", 1)], "task", after_delete=True), [[{}], gone])
+        again = core.put_writes_op(config, [("a", 1)], "task", after_delete=True)
+        drive(again, [[{}], [], [{"found": False}]])
 
 
 def test_writes_that_land_after_their_threads_deletion_was_found_are_removed() -> None:
     core = SaverCore()
     config = generate_config("t", checkpoint_id="c1")
     op = core.put_writes_op(config, [("a", 1)], "task")
-    assert next(op).params["checked"] is False
+    assert next(op).name == "insert_writes"
     # meanwhile a put of the same saver finds the thread deleted under the run
     core.deleted_under_runs[("t", "")] = None
     assert op.send(SAVED).name == "wait_for_thread_saves"

@@ -163,12 +163,13 @@ class Writes(CoreBase):
         *,
         after_delete: bool = False,
     ) -> Op[bool]:
-        """Store the writes of one task against a checkpoint; False if a delete was in the way.
+        """Store the writes of one task against a checkpoint; False to try again after a delete.
 
         Like a put, the writes hold the thread's maintenance lock shared, but
         they only try it: while a delete of the thread holds it, nothing is
-        stored and the op returns False. The caller then runs it again with
-        `after_delete`, in one transaction: it waits for the delete, and saves
+        stored. When nothing was stored (a delete, or regular writes saved
+        already) the op returns False, and the caller runs it again with
+        `after_delete`, in one transaction: it waits for any delete, and saves
         only if a checkpoint of the namespace is left (`MissingCheckpointError`
         otherwise), in a snapshot taken after the delete, holding the lock.
         """
@@ -200,17 +201,27 @@ class Writes(CoreBase):
             "types": types,
             "blobs": blobs,
             "lock_key": maintenance_lock_key(thread_id, self.schema),
-            # a run that goes on after its thread was deleted under it saves nothing
-            "checked": after_delete or where_ns in self.deleted_under_runs,
         }
+        # a run that goes on after its thread was deleted under it saves nothing
+        checked = after_delete or where_ns in self.deleted_under_runs
         if after_delete:
             yield Stmt("wait_for_thread_deletes", {"lock_key": params["lock_key"]}, fetch=True)
-        save = Stmt("upsert_writes" if special else "insert_writes", params, fetch=True)
-        row = (yield save)[0]
-        if row["busy"]:
+        if checked:
+            save = Stmt(
+                "upsert_writes_checked" if special else "insert_writes_checked", params, fetch=True
+            )
+        else:
+            save = Stmt("upsert_writes" if special else "insert_writes", params, fetch=True)
+        saved = bool((yield save))
+        if not saved and not after_delete:
             return False
-        refused = not row["stored"]
-        if not refused and not params["checked"] and where_ns in self.deleted_under_runs:
+        refused = False
+        if not saved:
+            # regular writes saved already, or no checkpoint of the namespace left
+            where = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
+            rows = yield Stmt("thread_namespace_exists", where, fetch=True)
+            refused = not rows[0]["found"]
+        elif not checked and where_ns in self.deleted_under_runs:
             # a put found the thread deleted while these waited for a connection:
             # its clean-up may have run before they landed
             yield from self._forget_orphan_writes_op(thread_id, checkpoint_ns, [checkpoint_id])
