@@ -30,6 +30,7 @@ import psycopg
 import pytest
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
+from support.activity import waiting_on_a_lock
 
 from pgcheckpoint import (
     AsyncPostgresSaver,
@@ -226,16 +227,6 @@ async def test_delete_thread_racing_an_async_run_leaves_nothing(
 # deletes what it deletes and commits once the save is seen waiting.
 
 
-def _waiting(dsn: str, application_name: str) -> bool:
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM pg_stat_activity"
-            " WHERE application_name = %s AND wait_event_type = 'Lock'",
-            [application_name],
-        ).fetchone()
-    return bool(row and row[0])
-
-
 def _history(saver: PostgresSaver, thread_id: str) -> Any:
     config = {"configurable": {"thread_id": thread_id}}
     build(saver, {}).invoke({"messages": ["hello"], "step": 0}, config)
@@ -264,7 +255,7 @@ def _while_a_delete_holds_the_thread(
         saving = threading.Thread(target=run)
         saving.start()
         deadline = time.monotonic() + 30
-        while not _waiting(dsn, "saver-under-test"):
+        while not waiting_on_a_lock(dsn, "saver-under-test"):
             assert time.monotonic() < deadline, "the save never waited for the delete"
             time.sleep(0.02)
         deleting.execute(delete_sql, [thread_id])

@@ -42,6 +42,7 @@ from langgraph.checkpoint.conformance.test_utils import (
 from langgraph.checkpoint.memory import InMemorySaver
 from psycopg.conninfo import make_conninfo
 from psycopg.errors import ForeignKeyViolation
+from support.activity import waiting_on_a_lock
 from support.chat import chat_graph
 from support.cli import cli_env
 from support.rows import TABLES, rows_of
@@ -68,16 +69,6 @@ def wait_until(condition: Callable[[], bool], what: str) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"gave up waiting for {what}")
         time.sleep(0.02)
-
-
-def waiting_on_a_lock(dsn: str, application_name: str) -> bool:
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM pg_stat_activity"
-            " WHERE application_name = %s AND wait_event_type = 'Lock'",
-            [application_name],
-        ).fetchone()
-    return bool(row and row[0])
 
 
 def connected(dsn: str, application_name: str) -> bool:
