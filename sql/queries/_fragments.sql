@@ -175,10 +175,12 @@ level_head AS (
 
 -- fragment: hanging_namespaces
 -- Common table expressions ending in `hanging(thread_id, checkpoint_ns)`: the
--- subgraph namespaces of the threads in the statement's CTE `scope(thread_id)`
--- that hang off no checkpoint left once those of its CTE `doomed(thread_id,
+-- subgraph namespaces of the threads `scope_ids` (NULL: every thread) that hang
+-- off no checkpoint left once those of the statement's CTE `doomed(thread_id,
 -- checkpoint_ns, checkpoint_id)` are deleted; they go with them, so that a
 -- prune leaves nothing no read reaches. The statement starts WITH RECURSIVE.
+-- Threads are named by the array, not a join, so that a table partitioned by
+-- thread is read in the partitions of those threads only.
 -- A subgraph namespace (`node:task|node:task`) ran from a checkpoint of its
 -- parent namespace (the part before the last `|`): the one its newest
 -- checkpoint names in metadata `parents`. When that name is missing or unknown
@@ -197,7 +199,7 @@ spaces AS (
     LEFT JOIN doomed d
       ON d.thread_id = c.thread_id AND d.checkpoint_ns = c.checkpoint_ns
      AND d.checkpoint_id = c.checkpoint_id
-    WHERE c.thread_id IN (SELECT thread_id FROM scope)
+    WHERE %(scope_ids)s::text[] IS NULL OR c.thread_id = ANY(%(scope_ids)s::text[])
     GROUP BY c.thread_id, c.checkpoint_ns
 ), linked AS (
     SELECT n.thread_id, n.checkpoint_ns, n.parent_ns, n.last_id,

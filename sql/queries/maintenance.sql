@@ -28,9 +28,7 @@ WHERE EXISTS (SELECT 1 FROM {schema}.pgc_checkpoints c WHERE c.thread_id = t.thr
 -- The checkpoints of the subgraph namespaces (of the threads `scope_ids`) that
 -- hang off the listed checkpoints about to be deleted, or off none that exists
 -- (see hanging_namespaces).
-WITH RECURSIVE scope AS (
-    SELECT DISTINCT t AS thread_id FROM unnest(%(scope_ids)s::text[]) AS t
-), doomed AS (
+WITH RECURSIVE doomed AS (
     SELECT * FROM unnest(%(thread_ids)s::text[], %(checkpoint_nss)s::text[],
                          %(checkpoint_ids)s::text[]) AS d(thread_id, checkpoint_ns, checkpoint_id)
 ), {hanging_namespaces}
@@ -38,6 +36,7 @@ SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id
 FROM hanging h
 JOIN {schema}.pgc_checkpoints c
   ON c.thread_id = h.thread_id AND c.checkpoint_ns = h.checkpoint_ns
+WHERE c.thread_id = ANY(%(scope_ids)s::text[])
 
 -- name: run_checkpoints
 -- retry: safe

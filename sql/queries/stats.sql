@@ -44,9 +44,7 @@ LIMIT %(limit)s
 -- checkpoints of subgraph namespaces that hang off no checkpoint that exists
 -- (hanging_namespaces), the writes of checkpoints that do not exist, and the
 -- values of namespaces with no checkpoint. A prune leaves none of the first kind.
-WITH RECURSIVE scope AS (
-    SELECT DISTINCT thread_id FROM {schema}.pgc_checkpoints
-), doomed AS (
+WITH RECURSIVE doomed AS (
     SELECT NULL::text AS thread_id, NULL::text AS checkpoint_ns, NULL::text AS checkpoint_id
     WHERE false
 ), {hanging_namespaces}, lost_checkpoints AS (
