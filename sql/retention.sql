@@ -17,7 +17,8 @@
 --   older_than   a thread whose newest checkpoint (any namespace) is older goes
 --   strategy     'delete' (default): delete such threads whole;
 --                'keep_latest': keep each one's newest checkpoint per namespace
---                and delete the rest of its history. Threads that use a
+--                and delete the rest of its history, with the subgraph
+--                namespaces that ran from what it deletes. Threads that use a
 --                DeltaChannel are skipped by keep_latest here (their newest
 --                checkpoint needs older ones to be rebuilt): prune those with
 --                `pgcheckpoint prune --strategy keep_latest`
@@ -35,10 +36,10 @@
 -- held over 10 s) is rolled back and counted as failed. Skipped and failed
 -- threads are tried again by the next call.
 --
--- Lock keys (two-int advisory locks), as in pgcheckpoint:
---   (0x70676374, hashtext(thread_id))  maintenance: prune, delete_for_runs, sweeps
---   (0x7067636C, first 4 bytes of sha256('pgcheckpoint/thread-lock' NUL schema
---    NUL thread_id))                   a thread's run (lock_thread)
+-- Lock keys (one-bigint advisory locks), as in pgcheckpoint.locking: the first 8
+-- bytes of sha256(class NUL schema NUL thread_id), for the classes
+--   'pgcheckpoint/maintenance-lock'  deletes (exclusive) and saves (shared)
+--   'pgcheckpoint/thread-lock'       a thread's run (lock_thread)
 
 CREATE OR REPLACE PROCEDURE pgcheckpoint_prune(
     older_than interval,
@@ -50,8 +51,8 @@ CREATE OR REPLACE PROCEDURE pgcheckpoint_prune(
 LANGUAGE plpgsql
 AS $procedure$
 DECLARE
-    maintenance_lock CONSTANT int := 1885823860;  -- 0x70676374
-    run_lock CONSTANT int := 1885823852;          -- 0x7067636C
+    maintenance_lock CONSTANT text := 'pgcheckpoint/maintenance-lock';
+    run_lock CONSTANT text := 'pgcheckpoint/thread-lock';
     cutoff timestamptz;
     thread text;
     gone record;
@@ -89,11 +90,14 @@ BEGIN
         USING cutoff, max_threads
     LOOP
         examined := examined + 1;
-        IF NOT (pg_try_advisory_xact_lock(maintenance_lock, hashtext(thread))
-                AND pg_try_advisory_xact_lock(run_lock, ('x' || left(encode(sha256(
-                    convert_to('pgcheckpoint/thread-lock', 'UTF8') || '\x00'::bytea
+        IF NOT (pg_try_advisory_xact_lock(('x' || left(encode(sha256(
+                    convert_to(maintenance_lock, 'UTF8') || '\x00'::bytea
                     || convert_to(schema_name, 'UTF8') || '\x00'::bytea
-                    || convert_to(thread, 'UTF8')), 'hex'), 8))::bit(32)::int4)) THEN
+                    || convert_to(thread, 'UTF8')), 'hex'), 16))::bit(64)::int8)
+                AND pg_try_advisory_xact_lock(('x' || left(encode(sha256(
+                    convert_to(run_lock, 'UTF8') || '\x00'::bytea
+                    || convert_to(schema_name, 'UTF8') || '\x00'::bytea
+                    || convert_to(thread, 'UTF8')), 'hex'), 16))::bit(64)::int8)) THEN
             skipped := skipped + 1;
             COMMIT;  -- lets go of the lock it may have taken
             CONTINUE;
@@ -131,7 +135,9 @@ BEGIN
             ELSE
                 -- keep_latest: the newest checkpoint of each namespace stays, with
                 -- its writes and the values it reads (and the bases of values
-                -- stored as deltas); the rules of delete_checkpoints in queries.sql.
+                -- stored as deltas), unless its namespace ran from a deleted
+                -- checkpoint; the rules of delete_checkpoints and
+                -- hanging_namespaces in sql/queries/.
                 EXECUTE format($sql$
                     WITH RECURSIVE idle AS MATERIALIZED (
                         SELECT NOT EXISTS (
@@ -145,7 +151,7 @@ BEGIN
                                   = 'object'
                               AND c.metadata -> 'counters_since_delta_snapshot' <> '{}'::jsonb
                         ) AS uses_deltas
-                    ), doomed AS MATERIALIZED (
+                    ), trimmed AS MATERIALIZED (
                         SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id
                         FROM %1$I.pgc_checkpoints c
                         WHERE c.thread_id = $1
@@ -155,6 +161,53 @@ BEGIN
                               SELECT max(h.checkpoint_id) FROM %1$I.pgc_checkpoints h
                               WHERE h.thread_id = c.thread_id
                                 AND h.checkpoint_ns = c.checkpoint_ns)
+                    ), spaces AS (
+                        SELECT c.checkpoint_ns,
+                               CASE WHEN strpos(c.checkpoint_ns, '|') = 0 THEN ''
+                                    ELSE left(c.checkpoint_ns, length(c.checkpoint_ns)
+                                              - strpos(reverse(c.checkpoint_ns), '|'))
+                               END AS parent_ns,
+                               max(c.checkpoint_id) AS last_id,
+                               min(c.checkpoint_id) FILTER (WHERE t.checkpoint_id IS NULL)
+                                   AS first_kept
+                        FROM %1$I.pgc_checkpoints c
+                        LEFT JOIN trimmed t ON t.checkpoint_ns = c.checkpoint_ns
+                                           AND t.checkpoint_id = c.checkpoint_id
+                        WHERE c.thread_id = $1 AND EXISTS (SELECT 1 FROM trimmed)
+                        GROUP BY c.checkpoint_ns
+                    ), linked AS (
+                        SELECT n.checkpoint_ns, n.parent_ns, n.last_id,
+                               (SELECT h.metadata -> 'parents' ->> n.parent_ns
+                                FROM %1$I.pgc_checkpoints h
+                                WHERE h.thread_id = $1 AND h.checkpoint_ns = n.checkpoint_ns
+                                  AND h.checkpoint_id = n.last_id) AS parent_id
+                        FROM spaces n
+                        WHERE n.checkpoint_ns <> ''
+                    ), hanging(checkpoint_ns) AS (
+                        SELECT n.checkpoint_ns
+                        FROM linked n
+                        LEFT JOIN spaces p ON p.checkpoint_ns = n.parent_ns
+                        WHERE CASE
+                            WHEN EXISTS (SELECT 1 FROM trimmed t
+                                         WHERE t.checkpoint_ns = n.parent_ns
+                                           AND t.checkpoint_id = n.parent_id) THEN true
+                            WHEN EXISTS (SELECT 1 FROM %1$I.pgc_checkpoints k
+                                         WHERE k.thread_id = $1
+                                           AND k.checkpoint_ns = n.parent_ns
+                                           AND k.checkpoint_id = n.parent_id) THEN false
+                            ELSE p.first_kept IS NULL
+                                 OR n.last_id COLLATE "C" < p.first_kept COLLATE "C"
+                        END
+                        UNION
+                        SELECT n.checkpoint_ns
+                        FROM linked n JOIN hanging h ON h.checkpoint_ns = n.parent_ns
+                    ), doomed AS MATERIALIZED (
+                        SELECT thread_id, checkpoint_ns, checkpoint_id FROM trimmed
+                        UNION
+                        SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id
+                        FROM hanging h
+                        JOIN %1$I.pgc_checkpoints c
+                          ON c.thread_id = $1 AND c.checkpoint_ns = h.checkpoint_ns
                     ), deleted_writes AS (
                         DELETE FROM %1$I.pgc_writes w USING doomed d
                         WHERE w.thread_id = d.thread_id AND w.checkpoint_ns = d.checkpoint_ns

@@ -191,3 +191,57 @@ level_head AS (
           AND k.channel = f.channel AND k.version = f.version
     )
 )
+
+-- fragment: hanging_namespaces
+-- Common table expressions ending in `hanging(thread_id, checkpoint_ns)`: the
+-- subgraph namespaces of the threads `scope_ids` (NULL: every thread) that hang
+-- off no checkpoint left once those of the statement's CTE `doomed(thread_id,
+-- checkpoint_ns, checkpoint_id)` are deleted; they go with them, so that a
+-- prune leaves nothing no read reaches. The statement starts WITH RECURSIVE.
+-- Threads are named by the array, not a join, so that a table partitioned by
+-- thread is read in the partitions of those threads only.
+-- A subgraph namespace (`node:task|node:task`) ran from a checkpoint of its
+-- parent namespace (the part before the last `|`): the one its newest
+-- checkpoint names in metadata `parents`. When that name is missing or unknown
+-- (metadata kept encrypted), its checkpoint ids decide: ids grow with time and a
+-- subgraph's checkpoints are younger than the one it ran from, so a namespace
+-- older than every checkpoint its parent namespace keeps ran from none of them.
+spaces AS (
+    SELECT c.thread_id, c.checkpoint_ns,
+           CASE WHEN strpos(c.checkpoint_ns, '|') = 0 THEN ''
+                ELSE left(c.checkpoint_ns,
+                          length(c.checkpoint_ns) - strpos(reverse(c.checkpoint_ns), '|'))
+           END AS parent_ns,
+           max(c.checkpoint_id) AS last_id,
+           min(c.checkpoint_id) FILTER (WHERE d.checkpoint_id IS NULL) AS first_kept
+    FROM {schema}.pgc_checkpoints c
+    LEFT JOIN doomed d
+      ON d.thread_id = c.thread_id AND d.checkpoint_ns = c.checkpoint_ns
+     AND d.checkpoint_id = c.checkpoint_id
+    WHERE %(scope_ids)s::text[] IS NULL OR c.thread_id = ANY(%(scope_ids)s::text[])
+    GROUP BY c.thread_id, c.checkpoint_ns
+), linked AS (
+    SELECT n.thread_id, n.checkpoint_ns, n.parent_ns, n.last_id,
+           (SELECT h.metadata -> 'parents' ->> n.parent_ns FROM {schema}.pgc_checkpoints h
+            WHERE h.thread_id = n.thread_id AND h.checkpoint_ns = n.checkpoint_ns
+              AND h.checkpoint_id = n.last_id) AS parent_id
+    FROM spaces n
+    WHERE n.checkpoint_ns <> ''
+), hanging(thread_id, checkpoint_ns) AS (
+    SELECT n.thread_id, n.checkpoint_ns
+    FROM linked n
+    LEFT JOIN spaces p ON p.thread_id = n.thread_id AND p.checkpoint_ns = n.parent_ns
+    WHERE CASE
+        WHEN EXISTS (SELECT 1 FROM doomed d
+                     WHERE d.thread_id = n.thread_id AND d.checkpoint_ns = n.parent_ns
+                       AND d.checkpoint_id = n.parent_id) THEN true
+        WHEN EXISTS (SELECT 1 FROM {schema}.pgc_checkpoints k
+                     WHERE k.thread_id = n.thread_id AND k.checkpoint_ns = n.parent_ns
+                       AND k.checkpoint_id = n.parent_id) THEN false
+        ELSE p.first_kept IS NULL OR n.last_id COLLATE "C" < p.first_kept COLLATE "C"
+    END
+    UNION
+    SELECT n.thread_id, n.checkpoint_ns
+    FROM linked n
+    JOIN hanging h ON h.thread_id = n.thread_id AND h.checkpoint_ns = n.parent_ns
+)

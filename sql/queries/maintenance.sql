@@ -1,11 +1,42 @@
--- prune and delete_for_runs: lock threads, find what kept checkpoints need, delete.
+-- delete_thread, prune and delete_for_runs: lock threads, find what kept
+-- checkpoints need, delete, and check that nothing of a deleted thread is left.
+
+-- name: read_committed
+-- retry: safe
+-- A delete's transaction re-reads what changed under its locks, statement by statement.
+SET TRANSACTION ISOLATION LEVEL READ COMMITTED
 
 -- name: lock_threads_for_maintenance
--- retry: safe
--- Serialises maintenance of one thread (prune, delete_for_runs) in this transaction.
--- Taken in sorted order, so two maintenance runs never deadlock on each other.
-SELECT count(pg_advisory_xact_lock(%(lock_class)s, hashtext(s.t))) AS locked
-FROM (SELECT t FROM unnest(%(thread_ids)s::text[]) AS t ORDER BY t) AS s
+-- Takes the maintenance lock (pgcheckpoint.locking.maintenance_lock_key) of each
+-- thread until the end of this transaction, waiting for it: for other deletes
+-- of the thread, and for the saves in flight, which hold it shared; saves that
+-- come later wait for this transaction. Taken in key order, so two deletes of
+-- several threads each never wait for each other in a circle.
+SELECT count(pg_advisory_xact_lock(s.k)) AS locked
+FROM (SELECT DISTINCT k FROM unnest(%(keys)s::int8[]) AS k ORDER BY k) AS s
+
+-- name: thread_rows_left
+-- Of the given threads, those with a row left in any table, in a new snapshot.
+SELECT t.thread_id
+FROM unnest(%(thread_ids)s::text[]) AS t(thread_id)
+WHERE EXISTS (SELECT 1 FROM {schema}.pgc_checkpoints c WHERE c.thread_id = t.thread_id)
+   OR EXISTS (SELECT 1 FROM {schema}.pgc_writes w WHERE w.thread_id = t.thread_id)
+   OR EXISTS (SELECT 1 FROM {schema}.pgc_blobs b WHERE b.thread_id = t.thread_id)
+
+-- name: hanging_checkpoints
+-- prepare: never
+-- The checkpoints of the subgraph namespaces (of the threads `scope_ids`) that
+-- hang off the listed checkpoints about to be deleted, or off none that exists
+-- (see hanging_namespaces).
+WITH RECURSIVE doomed AS (
+    SELECT * FROM unnest(%(thread_ids)s::text[], %(checkpoint_nss)s::text[],
+                         %(checkpoint_ids)s::text[]) AS d(thread_id, checkpoint_ns, checkpoint_id)
+), {hanging_namespaces}
+SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id
+FROM hanging h
+JOIN {schema}.pgc_checkpoints c
+  ON c.thread_id = h.thread_id AND c.checkpoint_ns = h.checkpoint_ns
+WHERE c.thread_id = ANY(%(scope_ids)s::text[])
 
 -- name: run_checkpoints
 -- retry: safe

@@ -59,25 +59,21 @@ WHERE w.thread_id IS NOT NULL
       GROUP BY c.checkpoint_ns HAVING count(*) > %(keep_last)s::int))
 LIMIT %(limit)s
 
--- name: retention_read_committed
--- A sweep's batch re-reads what changed under its locks, statement by statement.
-SET TRANSACTION ISOLATION LEVEL READ COMMITTED
-
 -- name: retention_lock_threads
--- Tries, without waiting, each thread's maintenance lock (the one prune and
--- delete_for_runs take) and its run lock (`lock_thread`), until the end of this
+-- Tries, without waiting, each thread's maintenance lock (the one deletes take,
+-- and saves take shared) and its run lock (`lock_thread`), until the end of this
 -- transaction; returns the threads this sweep now holds. A thread another
--- sweep, a prune or a guarded run holds is left for a later sweep. The batch
--- gives up a row lock after `lock_timeout` (a put holds its parent's briefly).
+-- sweep, a delete, a save in flight or a guarded run holds is left for a later
+-- sweep. The batch gives up a row lock after `lock_timeout`.
 WITH settings AS MATERIALIZED (
     SELECT set_config('lock_timeout', %(lock_timeout)s, true) AS lock_timeout
 )
 SELECT t.thread_id
 FROM settings,
-     unnest(%(thread_ids)s::text[], %(run_lock_keys)s::int4[]) WITH ORDINALITY
-         AS t(thread_id, run_lock_key, n)
-WHERE pg_try_advisory_xact_lock(%(lock_class)s::int4, hashtext(t.thread_id))
-  AND pg_try_advisory_xact_lock(%(run_lock_class)s::int4, t.run_lock_key)
+     unnest(%(thread_ids)s::text[], %(lock_keys)s::int8[], %(run_lock_keys)s::int8[])
+         WITH ORDINALITY AS t(thread_id, lock_key, run_lock_key, n)
+WHERE pg_try_advisory_xact_lock(t.lock_key)
+  AND pg_try_advisory_xact_lock(t.run_lock_key)
 ORDER BY t.n
 
 -- name: retention_delete_threads

@@ -44,3 +44,40 @@ FROM (
 GROUP BY thread_id
 ORDER BY sum(bytes) DESC, thread_id
 LIMIT %(limit)s
+
+-- name: storage_unreachable
+-- prepare: never
+-- `pgcheckpoint stats`: rows no read reaches, and their stored size: the
+-- checkpoints of subgraph namespaces that hang off no checkpoint that exists
+-- (hanging_namespaces), the writes of checkpoints that do not exist, and the
+-- values of namespaces with no checkpoint. A prune leaves none of the first kind.
+WITH RECURSIVE doomed AS (
+    SELECT NULL::text AS thread_id, NULL::text AS checkpoint_ns, NULL::text AS checkpoint_id
+    WHERE false
+), {hanging_namespaces}, lost_checkpoints AS (
+    SELECT {checkpoint_bytes} AS size
+    FROM hanging h
+    JOIN {schema}.pgc_checkpoints c
+      ON c.thread_id = h.thread_id AND c.checkpoint_ns = h.checkpoint_ns
+), lost_writes AS (
+    SELECT pg_column_size(w.blob) AS size
+    FROM {schema}.pgc_writes w
+    WHERE NOT EXISTS (SELECT 1 FROM {schema}.pgc_checkpoints c
+                      WHERE c.thread_id = w.thread_id AND c.checkpoint_ns = w.checkpoint_ns
+                        AND c.checkpoint_id = w.checkpoint_id)
+       OR EXISTS (SELECT 1 FROM hanging h
+                  WHERE h.thread_id = w.thread_id AND h.checkpoint_ns = w.checkpoint_ns)
+), lost_blobs AS (
+    SELECT coalesce(pg_column_size(b.blob), 0) AS size
+    FROM {schema}.pgc_blobs b
+    WHERE NOT EXISTS (SELECT 1 FROM {schema}.pgc_checkpoints c
+                      WHERE c.thread_id = b.thread_id AND c.checkpoint_ns = b.checkpoint_ns)
+       OR EXISTS (SELECT 1 FROM hanging h
+                  WHERE h.thread_id = b.thread_id AND h.checkpoint_ns = b.checkpoint_ns)
+)
+SELECT (SELECT count(*) FROM lost_checkpoints) AS checkpoints,
+       (SELECT count(*) FROM lost_blobs) AS blobs,
+       (SELECT count(*) FROM lost_writes) AS writes,
+       coalesce((SELECT sum(size) FROM lost_checkpoints), 0)
+       + coalesce((SELECT sum(size) FROM lost_blobs), 0)
+       + coalesce((SELECT sum(size) FROM lost_writes), 0) AS bytes

@@ -1,15 +1,7 @@
 -- Whole threads: delete, and copy (in SQL, or page by page through the client).
 
--- name: delete_thread
--- retry: safe
-WITH deleted_writes AS (
-    DELETE FROM {schema}.pgc_writes WHERE thread_id = %(thread_id)s
-), deleted_blobs AS (
-    DELETE FROM {schema}.pgc_blobs WHERE thread_id = %(thread_id)s
-)
-DELETE FROM {schema}.pgc_checkpoints WHERE thread_id = %(thread_id)s
-
 -- name: delete_threads
+-- Deletes threads whole, under their maintenance locks (see maintenance.sql).
 WITH deleted_writes AS (
     DELETE FROM {schema}.pgc_writes WHERE thread_id = ANY(%(thread_ids)s::text[])
 ), deleted_blobs AS (
@@ -17,8 +9,13 @@ WITH deleted_writes AS (
 )
 DELETE FROM {schema}.pgc_checkpoints WHERE thread_id = ANY(%(thread_ids)s::text[])
 
--- name: copy_thread
+-- name: lock_thread_for_saving
 -- retry: safe
+-- A copy writes to its target as a put does: with the target's maintenance
+-- lock held shared (pgcheckpoint.locking), so a delete of it waits for the copy.
+SELECT pg_advisory_xact_lock_shared(%(lock_key)s::int8)::text AS locked
+
+-- name: copy_thread
 -- Copies rows server-side; nothing already at the target is overwritten.
 WITH copied_blobs AS (
     INSERT INTO {schema}.pgc_blobs (thread_id, checkpoint_ns, channel, version, type, blob,

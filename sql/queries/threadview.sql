@@ -127,13 +127,14 @@ LEFT JOIN LATERAL (
 ORDER BY w.n
 
 -- name: inspect_thread_lock_holders
--- Which of the given thread-lock keys (pgcheckpoint.locking) a session holds now.
+-- Which of the given thread-lock keys (pgcheckpoint.locking, one-bigint advisory
+-- locks) a session holds now.
 SELECT k.key, l.pid AS holder_pid
-FROM unnest(%(keys)s::int4[]) AS k(key)
+FROM unnest(%(keys)s::int8[]) AS k(key)
 JOIN pg_catalog.pg_locks l
-  ON l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+  ON l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
  AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())
- AND l.classid = %(lock_class)s::int4::oid AND l.objid = k.key::oid
+ AND (l.classid::int8 << 32 | l.objid::int8) = k.key
 
 -- name: inspect_namespace_counts
 -- How many checkpoints a namespace of a thread has, and how many are newer than `until`.

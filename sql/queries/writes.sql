@@ -2,7 +2,10 @@
 
 -- fragment: insert_task_writes
 -- The writes of one task at a checkpoint, as put_writes gives them; the
--- statement says what a write already saved under the same key does.
+-- statement says what a write already saved under the same key does. Like a
+-- put, it holds the thread's maintenance lock shared (pgcheckpoint.locking), so
+-- a delete of the thread waits for it; but it only tries the lock, once (an
+-- InitPlan): while a delete holds it, nothing is stored.
 INSERT INTO {schema}.pgc_writes (
     thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob
 )
@@ -10,6 +13,28 @@ SELECT %(thread_id)s, %(checkpoint_ns)s, %(checkpoint_id)s, %(task_id)s, %(task_
        w.idx, w.channel, w.type, w.blob
 FROM unnest(%(idxs)s::int[], %(channels)s::text[], %(types)s::text[], %(blobs)b::bytea[])
      AS w(idx, channel, type, blob)
+WHERE (SELECT pg_try_advisory_xact_lock_shared(%(lock_key)s::int8))
+
+-- fragment: namespace_left
+-- The `_checked` statements store writes only if a checkpoint of their
+-- namespace is there: the core runs them once a put of the namespace found its
+-- parent deleted (LangGraph raises a background put's error only when the run
+-- ends, and runs on till then), and when it tries again after a delete
+-- (wait_for_thread_deletes): else the delete took the thread from under the
+-- run. LangGraph may save writes before their checkpoint, so that checkpoint
+-- itself may be missing.
+AND EXISTS (
+    SELECT 1 FROM {schema}.pgc_checkpoints c
+    WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns = %(checkpoint_ns)s
+    LIMIT 1 FOR KEY SHARE)
+
+-- fragment: upsert_conflict
+ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SET
+    channel = EXCLUDED.channel,
+    type = EXCLUDED.type,
+    blob = EXCLUDED.blob,
+    task_path = EXCLUDED.task_path
+RETURNING 1 AS saved
 
 -- name: put_checkpoint
 -- retry: safe
@@ -20,18 +45,23 @@ FROM unnest(%(idxs)s::int[], %(channels)s::text[], %(types)s::text[], %(blobs)b:
 -- The bytea arrays here and in the writes use binary placeholders (`b`, not `s`):
 -- psycopg sends a list of bytes as a text array, each value hex-escaped to twice
 -- its size.
--- The parent is locked first (FOR KEY SHARE, as a foreign key would), so a put
--- and a delete of its parent (retention, prune) take turns. A locking read sees
--- the latest committed row: when the parent is missing, even deleted after this
--- statement began, nothing is stored and `stored` comes back false.
-WITH parent AS MATERIALIZED (
+-- It first takes the thread's maintenance lock shared (pgcheckpoint.locking),
+-- waiting for a delete of the thread to commit, which waits for it in turn;
+-- then locks the parent (FOR KEY SHARE, as a foreign key would). A locking read
+-- sees the latest committed row: when the parent is missing, even deleted after
+-- this statement began, nothing is stored and `stored` comes back false.
+WITH lock AS MATERIALIZED (
+    SELECT pg_advisory_xact_lock_shared(%(lock_key)s::int8)::text AS held
+), parent AS MATERIALIZED (
     SELECT 1 FROM {schema}.pgc_checkpoints
-    WHERE %(parent_checkpoint_id)s::text IS NOT NULL
+    WHERE (SELECT held FROM lock) IS NOT NULL
+      AND %(parent_checkpoint_id)s::text IS NOT NULL
       AND thread_id = %(thread_id)s AND checkpoint_ns = %(checkpoint_ns)s
       AND checkpoint_id = %(parent_checkpoint_id)s
     FOR KEY SHARE
 ), guard AS MATERIALIZED (
-    SELECT %(parent_checkpoint_id)s::text IS NULL OR EXISTS (SELECT 1 FROM parent) AS stored
+    SELECT (SELECT held FROM lock) IS NOT NULL
+           AND (%(parent_checkpoint_id)s::text IS NULL OR EXISTS (SELECT 1 FROM parent)) AS stored
 ), new_blobs AS (
     INSERT INTO {schema}.pgc_blobs (thread_id, checkpoint_ns, channel, version, type, blob,
                                     base_version)
@@ -67,16 +97,61 @@ SELECT stored FROM guard
 
 -- name: upsert_writes
 -- retry: safe
--- Special writes (errors, interrupts, resumes) replace an earlier attempt's.
+-- Special writes (errors, interrupts, resumes) replace an earlier attempt's. No
+-- row back: a delete held the thread.
 {insert_task_writes}
-ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SET
-    channel = EXCLUDED.channel,
-    type = EXCLUDED.type,
-    blob = EXCLUDED.blob,
-    task_path = EXCLUDED.task_path
+{upsert_conflict}
+
+-- name: upsert_writes_checked
+-- retry: safe
+{insert_task_writes}
+{namespace_left}
+{upsert_conflict}
 
 -- name: insert_writes
 -- retry: safe
--- A task's regular writes are saved once; a retry of the same task keeps the first.
+-- A task's regular writes are saved once; a retry of the same task keeps the
+-- first. No row back: a delete held the thread, or they were saved already.
 {insert_task_writes}
 ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
+RETURNING 1 AS saved
+
+-- name: insert_writes_checked
+-- retry: safe
+{insert_task_writes}
+{namespace_left}
+ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
+RETURNING 1 AS saved
+
+-- name: thread_namespace_exists
+-- Whether a checkpoint of the namespace is there (writes saved after a delete).
+SELECT EXISTS (
+    SELECT 1 FROM {schema}.pgc_checkpoints
+    WHERE thread_id = %(thread_id)s AND checkpoint_ns = %(checkpoint_ns)s
+) AS found
+
+-- name: wait_for_thread_saves
+-- Waits until no save of the thread is in flight (they hold its maintenance
+-- lock shared): takes the lock, until the end of this statement's transaction.
+SELECT pg_advisory_xact_lock(%(lock_key)s::int8)::text AS waited
+
+-- name: wait_for_thread_deletes
+-- Waits until no delete holds the thread's maintenance lock; holds it shared
+-- until the end of the transaction, so that no delete comes in between.
+SELECT pg_advisory_xact_lock_shared(%(lock_key)s::int8)::text AS waited
+
+-- name: forget_orphan_writes
+-- retry: safe
+-- After a put found its parent gone: the writes that tasks saved meanwhile for
+-- the missing parent, or for the refused checkpoint, belong to no checkpoint;
+-- and in a namespace left without any checkpoint (the thread was deleted under
+-- the run), neither do those of checkpoints the run had yet to save. Run after
+-- wait_for_thread_saves, in a snapshot that sees the writes that were in flight.
+DELETE FROM {schema}.pgc_writes w
+WHERE w.thread_id = %(thread_id)s AND w.checkpoint_ns = %(checkpoint_ns)s
+  AND (w.checkpoint_id = ANY(%(checkpoint_ids)s::text[])
+       OR NOT EXISTS (SELECT 1 FROM {schema}.pgc_checkpoints n
+                      WHERE n.thread_id = w.thread_id AND n.checkpoint_ns = w.checkpoint_ns))
+  AND NOT EXISTS (SELECT 1 FROM {schema}.pgc_checkpoints c
+                  WHERE c.thread_id = w.thread_id AND c.checkpoint_ns = w.checkpoint_ns
+                    AND c.checkpoint_id = w.checkpoint_id)

@@ -220,7 +220,11 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(RefusesA
             >>> await saver.setup()  # doctest: +SKIP
         """
         await asyncio.to_thread(
-            migrate.upgrade, conninfo_of(self.conn), schema=self.schema, telemetry=self.telemetry
+            migrate.upgrade,
+            conninfo_of(self.conn),
+            schema=self.schema,
+            telemetry=self.telemetry,
+            check_at_target=False,
         )
         await self.check_official_threads()
 
@@ -552,15 +556,21 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(RefusesA
         Example:
             >>> await saver.aput_writes(config, [("messages", ["hi"])], "t")  # doctest: +SKIP
         """
-        await self.run(self.put_writes_op(config, writes, task_id, task_path))
+        if not await self.run(self.put_writes_op(config, writes, task_id, task_path)):
+            # a delete of the thread was in the way: wait for it, then save in one transaction
+            op = self.put_writes_op(config, writes, task_id, task_path, after_delete=True)
+            await self.run(op, atomic=True)
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Delete a thread: every checkpoint, value and write of it.
 
+        Safe while a run writes to the thread: when it returns, no row of the
+        thread is left; the run's next save fails with `MissingParentError`.
+
         Example:
             >>> await saver.adelete_thread("t1")  # doctest: +SKIP
         """
-        await self.run(self.delete_thread_op(thread_id))
+        await self.run_each(self.delete_thread_sweep(thread_id))
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy a thread's whole history to another thread id.
@@ -579,7 +589,7 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(RefusesA
         Example:
             >>> await saver.aprune(["t1", "t2"], strategy="keep_latest")  # doctest: +SKIP
         """
-        await self.run(self.prune_op(thread_ids, strategy=strategy), atomic=True)
+        await self.run_each(self.prune_sweep(thread_ids, strategy=strategy))
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints and writes that the given runs created.
@@ -587,7 +597,7 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(RefusesA
         Example:
             >>> await saver.adelete_for_runs(["run-1"])  # doctest: +SKIP
         """
-        await self.run(self.delete_for_runs_op(run_ids), atomic=True)
+        await self.run_each(self.delete_for_runs_sweep(run_ids))
 
     async def aprune_older_than(
         self,
@@ -698,13 +708,16 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(RefusesA
     ) -> AsyncIterator[ThreadLock]:
         """Hold a thread's lock: no other worker runs the thread until the block ends.
 
-        A PostgreSQL session advisory lock on a connection reserved for the
-        block: taken from the pool (at most `max_size - 1` at once, so one is
-        always left for saving checkpoints), or a new connection for a saver
-        over one connection. A guarded run thus needs one connection more than
-        an unguarded one. The lock is released however the block ends; if the
-        process dies or the connection drops, PostgreSQL frees it as soon as it
-        sees the session end. Sync and async savers take the same lock.
+        A PostgreSQL advisory lock on a connection reserved for the block:
+        taken from the pool (at most `max_size - 1` at once, so one is always
+        left for saving checkpoints), or a new connection for a saver over one
+        connection. A guarded run thus needs one connection more than an
+        unguarded one. Behind a pooler (pgbouncer in session or transaction
+        mode) the lock lives in a transaction kept open for the block, which
+        pins one server session. The lock is released however the block ends;
+        if the process dies or the connection drops, PostgreSQL frees it as
+        soon as it sees the session (or transaction) end. Sync and async savers
+        take the same lock.
 
         Args:
             thread_id: The thread to lock.
@@ -717,15 +730,20 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(RefusesA
         Raises:
             ThreadBusyError: Another worker holds the lock (its backend pid in
                 `holder_pid`, when PostgreSQL can tell), or this block already does.
-            PgCheckpointError: The connection goes through a pooler in
-                transaction mode, where session locks cannot work.
+            PgCheckpointError: The connection goes through a pooler that shares
+                server sessions between clients, where the lock cannot work.
 
         Example:
             >>> async with saver.lock_thread("t1", timeout=5):  # doctest: +SKIP
             ...     await graph.ainvoke(Command(resume="yes"), config)
         """
         async with self._lock_connection() as conn:
-            op = acquire_op(thread_id, schema=self.schema, timeout=timeout)
+            op = acquire_op(
+                thread_id,
+                schema=self.schema,
+                timeout=timeout,
+                client_pid=conn.info.backend_pid,
+            )
             lock = await self._drive_lock(conn, op, "lock_thread", thread_id)
             try:
                 with holding(lock):

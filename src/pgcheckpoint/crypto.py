@@ -120,12 +120,19 @@ def _env_switch(env: Mapping[str, str], name: str) -> bool:
     raise InvalidInputError(f"{name}={value!r} is not understood; set it to 1 or 0")
 
 
+# base64 with the URL-safe alphabet (`-` and `_`), padded
+_URLSAFE_BASE64 = re.compile(r"[A-Za-z0-9_-]*={0,2}")
+
+
 def _decode_base64(text: str) -> bytes:
+    # strict: a character outside the alphabet is an error, not skipped
     text = text.strip()
     padded = text + "=" * (-len(text) % 4)
     try:
         return base64.b64decode(padded, validate=True)
     except binascii.Error:
+        if not _URLSAFE_BASE64.fullmatch(padded):
+            raise
         return base64.urlsafe_b64decode(padded.encode("ascii"))
 
 

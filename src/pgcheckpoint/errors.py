@@ -18,11 +18,13 @@ __all__ = [
     "DecryptionError",
     "DriverMismatchError",
     "InvalidInputError",
+    "MissingCheckpointError",
     "MissingParentError",
     "PgCheckpointError",
     "PoolTimeoutError",
     "SchemaOutOfDateError",
     "ThreadBusyError",
+    "ThreadConflictError",
     "UnreadableValueError",
     "UnserializableValueError",
 ]
@@ -92,6 +94,27 @@ class ThreadBusyError(PgCheckpointError):
                 f"thread {thread_id!r} is locked by another worker{holder}; "
                 "retry later or pass a timeout to wait"
             )
+        super().__init__(message)
+
+
+class ThreadConflictError(PgCheckpointError):
+    """A delete kept conflicting with concurrent work on its threads; nothing was deleted.
+
+    Deletes wait for the saves in flight and make later ones wait, so this
+    takes a writer that skips the threads' locks (an older pgcheckpoint
+    during a rolling deploy, SQL of your own), or deletes of several threads
+    each that keep waiting for each other.
+
+    Attributes:
+        thread_ids: The threads of the delete.
+
+    Example:
+        >>> ThreadConflictError(["t1"], "thread 't1' kept being written to").thread_ids
+        ['t1']
+    """
+
+    def __init__(self, thread_ids: list[str], message: str) -> None:
+        self.thread_ids = thread_ids
         super().__init__(message)
 
 
@@ -175,5 +198,39 @@ class MissingParentError(PgCheckpointError):
             f"checkpoint {checkpoint_id!r} of thread {thread_id!r}, namespace "
             f"{checkpoint_ns!r} was not saved: its parent {parent_checkpoint_id!r} does "
             "not exist (deleted, e.g. by `pgcheckpoint prune`, or never saved); run the "
+            "graph again from the thread's current state"
+        )
+
+
+class MissingCheckpointError(PgCheckpointError):
+    """Writes for a checkpoint that was deleted while they were saved; nothing was saved.
+
+    Raised by `put_writes` when a delete (`delete_thread`, `prune`, retention)
+    of the checkpoint's thread ran while the writes waited to be saved, and
+    the checkpoint is gone: a run that goes on there would leave rows no read
+    returns. Its next `put` would fail with `MissingParentError` anyway.
+
+    Attributes:
+        thread_id: The thread of the writes.
+        checkpoint_ns: Their namespace.
+        checkpoint_id: The checkpoint that is gone.
+        task_id: The task that wrote them.
+
+    Example:
+        >>> MissingCheckpointError("t1", "", "c1", "task").checkpoint_id
+        'c1'
+    """
+
+    def __init__(
+        self, thread_id: str, checkpoint_ns: str, checkpoint_id: str, task_id: str
+    ) -> None:
+        self.thread_id = thread_id
+        self.checkpoint_ns = checkpoint_ns
+        self.checkpoint_id = checkpoint_id
+        self.task_id = task_id
+        super().__init__(
+            f"the writes of task {task_id!r} for checkpoint {checkpoint_id!r} of thread "
+            f"{thread_id!r}, namespace {checkpoint_ns!r} were not saved: the checkpoint was "
+            "deleted (delete_thread, prune or retention) while they were saved; run the "
             "graph again from the thread's current state"
         )

@@ -1,33 +1,36 @@
 """Every advisory lock pgcheckpoint takes, and thread locks written once without I/O.
 
-pgcheckpoint's advisory locks are two-key locks `(class, key)`; the classes
-below keep its kinds of lock apart from each other, and two-key locks never
-meet one-bigint advisory locks, so another application's locks only collide
-with these if it also uses two-key locks with one of these first keys:
+A thread's locks are one-bigint advisory locks whose 64-bit key is the first
+eight bytes of SHA-256 over a class prefix, the schema and the thread id
+(UTF-8, NUL-separated, as `lock_key` computes). The prefix folds the kind of
+lock into the key, so keys of two kinds are as unlikely to meet as keys of
+two threads: one in 2**64 per pair. Two-key advisory locks never meet
+one-bigint ones, and another application's bigint locks (job ids, hashes)
+meet these with the same odds.
 
-- `LOCK_CLASS_MIGRATE` ("pgcm"): session lock that serialises migrations of
-  one schema (`migration_lock_key`);
-- `LOCK_CLASS_MAINTENANCE` ("pgct"): transaction lock of one thread taken by
-  prune, delete_for_runs and the retention sweeps;
-- `LOCK_CLASS_THREAD` ("pgcl"): session lock of one thread held while a worker
-  runs it (`lock_thread`, `resume`; `thread_lock_key`).
+- `MAINTENANCE_LOCK_CLASS` ("pgcheckpoint/maintenance-lock"): a transaction
+  lock of one thread (`maintenance_lock_key`). Deleting its rows (delete_thread,
+  prune, delete_for_runs, the retention sweeps) takes it exclusively; saving
+  (put, put_writes, copy_thread) takes it shared for one statement, so a
+  delete never runs while a save is in flight, and waits for it instead.
+- `THREAD_LOCK_CLASS` ("pgcheckpoint/thread-lock"): the lock held while a worker
+  runs a thread (`lock_thread`, `resume`; `thread_lock_key`).
+- `LOCK_CLASS_MIGRATE` ("pgcm"): the two-key session lock `(LOCK_CLASS_MIGRATE,
+  migration_lock_key(schema))` that serialises migrations of one schema.
 
-`sql/retention.sql` (the pg_cron procedure) spells the same numbers in SQL; a
+`sql/retention.sql` (the pg_cron procedure) spells the same classes in SQL; a
 test checks they agree.
 
 A LangGraph thread is one chain of checkpoints. Two workers that resume it at
 once both read the same checkpoint, both run the node, and fork the chain.
-`PostgresSaver.lock_thread` and `AsyncPostgresSaver.lock_thread` hold a
-PostgreSQL session advisory lock for the thread on a connection reserved for
-the duration; this module derives the lock key, yields the statements to take,
-check and release it, and turns their rows into results or errors.
-
-The lock is the two-key advisory lock `(LOCK_CLASS_THREAD, key)`. The first
-key, 0x7067636C ("pgcl" in ASCII), is pgcheckpoint's class for thread locks;
-the second is the first four bytes of SHA-256 over the schema and the thread
-id, so any thread id works, however long or exotic. Two-key locks never meet
-one-bigint advisory locks, so another application's locks only collide with
-these if it also uses two-key locks whose first key is 0x7067636C.
+`PostgresSaver.lock_thread` and `AsyncPostgresSaver.lock_thread` hold the
+thread's lock on a connection reserved for the duration: a session lock on a
+direct connection, or, behind a pooler (the server session is not the one the
+connection announced), a transaction lock inside a transaction kept open for
+the block, which pins the server session in every pooler mode and ends, lock
+included, with the ROLLBACK that releases it. This module derives the keys,
+yields the statements to take, check and release the lock, and turns their
+rows into results or errors.
 
 Example:
     >>> from pgcheckpoint.locking import thread_lock_key
@@ -59,50 +62,66 @@ from .telemetry import log_context, logger
 from .validate import check_id
 
 __all__ = [
-    "LOCK_CLASS_MAINTENANCE",
     "LOCK_CLASS_MIGRATE",
-    "LOCK_CLASS_THREAD",
+    "MAINTENANCE_LOCK_CLASS",
+    "THREAD_LOCK_CLASS",
     "ResumableGraph",
     "ThreadLock",
     "acquire_op",
     "check_timeout",
+    "lock_key",
+    "maintenance_lock_key",
     "migration_lock_key",
     "release_op",
     "thread_lock_key",
 ]
 
 LOCK_CLASS_MIGRATE = 0x7067636D
-LOCK_CLASS_MAINTENANCE = 0x70676374
-LOCK_CLASS_THREAD = 0x7067636C
-# Thread and schema are separated by NUL, which neither can contain.
-_KEY_DOMAIN = b"pgcheckpoint/thread-lock\x00"
+MAINTENANCE_LOCK_CLASS = "pgcheckpoint/maintenance-lock"
+THREAD_LOCK_CLASS = "pgcheckpoint/thread-lock"
 # lock_timeout is an int of milliseconds; longer waits are waits without end.
 _MAX_LOCK_TIMEOUT_MS = 2**31 - 1
 
 S = TypeVar("S")
 
 
-def thread_lock_key(thread_id: str, schema: str = "public") -> int:
-    """The second key of a thread's advisory lock (a signed 32-bit int).
+def lock_key(lock_class: str, thread_id: str, schema: str = "public") -> int:
+    """The key of a thread's advisory lock of one class (a signed 64-bit int).
 
-    The first four bytes of SHA-256 over a fixed prefix, the schema and the
-    thread id (UTF-8, NUL-separated). The schema is part of it because the same
-    thread id in two schemas is two different threads, which must not wait for
-    each other. The key space has 2**32 values: two different thread ids share
-    a key with odds of one in four billion, and then only wait for each other
-    (a spurious `ThreadBusyError`); one thread never gets two runners.
-
-    In SQL (to find who holds a thread's lock from psql):
-    `('x' || left(encode(sha256('pgcheckpoint/thread-lock'::bytea || '\\x00'::bytea
+    The first eight bytes of SHA-256 over the class, the schema and the thread
+    id, UTF-8 and separated by NUL, which none of them can contain. The schema
+    is part of it because the same thread id in two schemas is two threads. In
+    SQL (psql, the pg_cron procedure):
+    `('x' || left(encode(sha256(convert_to(class, 'UTF8') || '\\x00'::bytea
     || convert_to(schema, 'UTF8') || '\\x00'::bytea || convert_to(thread_id, 'UTF8')),
-    'hex'), 8))::bit(32)::int4`.
+    'hex'), 16))::bit(64)::int8`.
 
     Example:
-        >>> -(2**31) <= thread_lock_key("42") < 2**31
+        >>> -(2**63) <= lock_key(THREAD_LOCK_CLASS, "42") < 2**63
         True
     """
-    data = _KEY_DOMAIN + schema.encode("utf-8") + b"\x00" + thread_id.encode("utf-8")
-    return int.from_bytes(hashlib.sha256(data).digest()[:4], "big", signed=True)
+    data = b"\x00".join(part.encode("utf-8") for part in (lock_class, schema, thread_id))
+    return int.from_bytes(hashlib.sha256(data).digest()[:8], "big", signed=True)
+
+
+def thread_lock_key(thread_id: str, schema: str = "public") -> int:
+    """The key of the lock a worker holds while it runs a thread (`lock_thread`).
+
+    Example:
+        >>> thread_lock_key("t1") == lock_key(THREAD_LOCK_CLASS, "t1", "public")
+        True
+    """
+    return lock_key(THREAD_LOCK_CLASS, thread_id, schema)
+
+
+def maintenance_lock_key(thread_id: str, schema: str = "public") -> int:
+    """The key of the lock that keeps a thread's deletes and saves apart.
+
+    Example:
+        >>> maintenance_lock_key("t1") != thread_lock_key("t1")
+        True
+    """
+    return lock_key(MAINTENANCE_LOCK_CLASS, thread_id, schema)
 
 
 def migration_lock_key(schema: str) -> int:
@@ -142,8 +161,10 @@ class ThreadLock:
     Attributes:
         thread_id: The thread the lock guards.
         schema: The schema of the saver that took it.
-        key: The second key of the advisory lock (`LOCK_CLASS_THREAD` is the first).
+        key: The key of the advisory lock (`thread_lock_key`).
         backend_pid: The PostgreSQL backend (`pg_backend_pid()`) that holds it.
+        in_transaction: Held as a transaction lock in a transaction kept open
+            for the block (behind a pooler), rather than as a session lock.
 
     Example:
         >>> with saver.lock_thread("t1") as lock:  # doctest: +SKIP
@@ -154,10 +175,19 @@ class ThreadLock:
     schema: str
     key: int
     backend_pid: int
+    in_transaction: bool = False
 
 
-def acquire_op(thread_id: str, *, schema: str, timeout: float | None) -> Op[ThreadLock]:
+def acquire_op(
+    thread_id: str, *, schema: str, timeout: float | None, client_pid: int | None = None
+) -> Op[ThreadLock]:
     """Take a thread's lock on a reserved autocommit connection.
+
+    `client_pid` is the backend pid the connection announced when it opened
+    (`conn.info.backend_pid`). A server session with another pid is behind a
+    pooler, which may give the next statement (the unlock, say) to another
+    session: the lock is then taken inside a transaction kept open until
+    `release_op`, which pins one server session in any pooler mode.
 
     It first tries once. If that fails and `timeout` is not 0, it waits in the
     server's own lock queue, so waiters are served in turn and one takes the
@@ -170,9 +200,15 @@ def acquire_op(thread_id: str, *, schema: str, timeout: float | None) -> Op[Thre
     thread_id = check_id("thread_id", thread_id)
     timeout = check_timeout(timeout)
     key = thread_lock_key(thread_id, schema)
-    params = {"lock_class": LOCK_CLASS_THREAD, "key": key}
+    params: dict[str, Any] = {"key": key, "client_pid": client_pid, "in_transaction": False}
     row = (yield Stmt("try_thread_lock", params, fetch=True))[0]
+    if row["pooled"]:
+        yield Stmt("begin_thread_lock_transaction")
+        params = {**params, "client_pid": None, "in_transaction": True}
+        row = (yield Stmt("try_thread_lock", params, fetch=True))[0]
+    in_transaction = bool(params["in_transaction"])
     if row["already_held"]:
+        yield from _end_transaction(in_transaction)
         raise PgCheckpointError(
             f"server session {row['backend_pid']} already held the lock of thread "
             f"{thread_id!r} before this connection took it, so it is shared with another "
@@ -181,22 +217,17 @@ def acquire_op(thread_id: str, *, schema: str, timeout: float | None) -> Op[Thre
     if not row["locked"]:
         holder = row["holder_pid"]
         if holder is not None and holder in _held_here(key):
-            raise ThreadBusyError(
-                thread_id,
-                holder_pid=holder,
-                message=(
-                    f"thread {thread_id!r} is already locked by this run (server session "
-                    f"{holder}): locking it again inside the block, or a node, that holds its "
-                    "lock would wait for itself; call the inner code without lock_thread or resume"
-                ),
-            )
+            yield from _end_transaction(in_transaction)
+            raise ThreadBusyError(thread_id, holder_pid=holder, message=_nested(thread_id, key))
         if timeout == 0:
+            yield from _end_transaction(in_transaction)
             raise ThreadBusyError(thread_id, holder_pid=holder)
         ms = 0 if timeout is None else min(max(math.ceil(timeout * 1000), 1), _MAX_LOCK_TIMEOUT_MS)
         wait = Stmt("wait_thread_lock", {**params, "lock_timeout": str(ms)}, fetch=True)
         try:
             row = (yield wait)[0]
         except pg_errors.LockNotAvailable:
+            yield from _end_transaction(in_transaction)
             holders = yield Stmt("thread_lock_holder", params, fetch=True)
             holder = holders[0]["holder_pid"] if holders else None
             raise ThreadBusyError(
@@ -208,9 +239,9 @@ def acquire_op(thread_id: str, *, schema: str, timeout: float | None) -> Op[Thre
                     "or pass a longer timeout (None waits until it is free)"
                 ),
             ) from None
-    lock = ThreadLock(thread_id, schema, key, row["backend_pid"])
-    # Behind a pooler in transaction mode, the next statement may run on another
-    # server session, or the lock may not be this session's: say so, loudly.
+    lock = ThreadLock(thread_id, schema, key, row["backend_pid"], in_transaction)
+    # A pooler may run the next statement on another server session, or the
+    # lock may not be this session's: say so, loudly.
     check = (yield Stmt("thread_lock_check", params, fetch=True))[0]
     if check["backend_pid"] != lock.backend_pid or not check["held"]:
         moved = check["backend_pid"] != lock.backend_pid
@@ -229,9 +260,21 @@ def acquire_op(thread_id: str, *, schema: str, timeout: float | None) -> Op[Thre
 
 def release_op(lock: ThreadLock) -> Op[bool]:
     """Release a thread's lock; False when the session no longer held it."""
-    params = {"lock_class": LOCK_CLASS_THREAD, "key": lock.key, "backend_pid": lock.backend_pid}
+    if lock.in_transaction:
+        # the transaction pins the session: the check and the ROLLBACK that
+        # ends the lock both reach the one that took it
+        params = {"key": lock.key}
+        check = (yield Stmt("thread_lock_check", params, fetch=True))[0]
+        yield Stmt("end_thread_lock_transaction")
+        return bool(check["held"]) and check["backend_pid"] == lock.backend_pid
+    params = {"key": lock.key, "backend_pid": lock.backend_pid}
     row = (yield Stmt("unlock_thread", params, fetch=True))[0]
     return row["unlocked"] is True
+
+
+def _end_transaction(in_transaction: bool) -> Op[None]:
+    if in_transaction:
+        yield Stmt("end_thread_lock_transaction")
 
 
 def not_held_error(lock: ThreadLock) -> PgCheckpointError:
@@ -262,9 +305,10 @@ def log_lost(lock: ThreadLock, exc: BaseException) -> None:
 
 
 _POOLER = (
-    "the connection goes through a pooler in transaction or statement mode (such as "
-    "pgbouncer pool_mode=transaction), where session locks cannot work; give the saver a "
-    "direct connection to PostgreSQL, or a session-mode pool"
+    "the connection goes through a pooler that shares server sessions between clients "
+    "(such as pgbouncer pool_mode=statement, or one that hides that it is a pooler), "
+    "where the lock cannot work; give the saver a direct connection to PostgreSQL, or a "
+    "session- or transaction-mode pool"
 )
 
 
@@ -285,11 +329,27 @@ _HELD: ContextVar[tuple[_Held, ...]] = ContextVar("pgcheckpoint_thread_locks", d
 class _Held:
     key: int
     backend_pid: int
+    thread_id: str
     active: bool = True
 
 
 def _held_here(key: int) -> set[int]:
     return {h.backend_pid for h in _HELD.get() if h.active and h.key == key}
+
+
+def _nested(thread_id: str, key: int) -> str:
+    """Why a lock this run holds refuses `thread_id`: its own, or one sharing its key."""
+    others = sorted({h.thread_id for h in _HELD.get() if h.active and h.key == key} - {thread_id})
+    if others:
+        return (
+            f"thread {thread_id!r} shares its lock key with thread {others[0]!r}, whose lock "
+            "this run holds; waiting would wait for itself, so run them one after another"
+        )
+    return (
+        f"thread {thread_id!r} is already locked by this run: locking it again inside the "
+        "block, or a node, that holds its lock would wait for itself; call the inner code "
+        "without lock_thread or resume"
+    )
 
 
 @contextmanager
@@ -301,7 +361,7 @@ def holding(lock: ThreadLock) -> Iterator[ThreadLock]:
         ...     lock.backend_pid
         42
     """
-    mark = _Held(lock.key, lock.backend_pid)
+    mark = _Held(lock.key, lock.backend_pid, lock.thread_id)
     token = _HELD.set((*_HELD.get(), mark))
     try:
         yield lock

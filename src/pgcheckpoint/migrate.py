@@ -20,6 +20,7 @@ import shlex
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, redirect_stdout
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import psycopg
@@ -36,10 +37,13 @@ from .telemetry import DEFAULT_TELEMETRY, Activity, Telemetry, logger
 # functions that migrate, not with the savers, which only run statements.
 if TYPE_CHECKING:
     from alembic.config import Config
+from .validate import check_schema
 
 __all__ = [
     "TABLES",
     "VERSION_TABLE",
+    "Ownership",
+    "check_ownership",
     "create_index_concurrently",
     "current",
     "downgrade",
@@ -50,6 +54,7 @@ __all__ = [
     "migrate_command",
     "migration_lock",
     "offline_sql",
+    "ownership",
     "runtime_grants",
     "schema_option",
     "upgrade",
@@ -61,13 +66,22 @@ TABLES = ("pgc_checkpoints", "pgc_blobs", "pgc_writes")
 
 
 def ident(name: str) -> str:
-    """Quote an SQL identifier (a schema name) for text SQL.
+    """Quote an SQL identifier (a schema name) for text SQL, revisions included.
+
+    Revisions run their text through SQLAlchemy, which reads `:word` as a bind
+    parameter, and some wrap it in a dollar-quoted `DO $$ ... $$` block, which
+    a `$$` would end: a name with `:` or `$` is written as a Unicode-escaped
+    identifier (`U&"..."`), which PostgreSQL reads as the same name.
 
     Example:
-        >>> ident("tenant_a")
-        '"tenant_a"'
+        >>> ident("tenant_a"), ident("a:b").startswith('U&"a')
+        ('"tenant_a"', True)
     """
-    return sql.Identifier(name).as_string(None)
+    quoted = sql.Identifier(name).as_string(None)
+    if ":" not in name and "$" not in name:
+        return quoted
+    body = quoted[1:-1].replace("\\", "\\\\").replace(":", "\\003A").replace("$", "\\0024")
+    return f'U&"{body}"'
 
 
 def runtime_grants(role: str, schema: str = "public") -> list[str]:
@@ -82,7 +96,7 @@ def runtime_grants(role: str, schema: str = "public") -> list[str]:
         >>> runtime_grants("app", "tenant_a")[0]
         'GRANT USAGE ON SCHEMA "tenant_a" TO "app"'
     """
-    s, r = ident(schema), ident(role)
+    s, r = ident(check_schema(schema)), ident(role)
     tables = ", ".join(f"{s}.{table}" for table in TABLES)
     return [
         f"GRANT USAGE ON SCHEMA {s} TO {r}",
@@ -137,7 +151,7 @@ def migration_lock(
         >>> with migration_lock("postgresql://postgres@127.0.0.1/app"):  # doctest: +SKIP
         ...     pass
     """
-    key = migration_lock_key(schema)
+    key = migration_lock_key(check_schema(schema))
     with psycopg.connect(libpq_dsn(conninfo), autocommit=True) as conn:
         deadline = time.monotonic() + timeout
         delay = 0.05
@@ -157,6 +171,82 @@ def migration_lock(
             conn.execute("SELECT pg_advisory_unlock(%s, %s)", (LOCK_CLASS_MIGRATE, key))
 
 
+@dataclass(frozen=True)
+class Ownership:
+    """Who owns pgcheckpoint's tables in a schema, as seen by the connecting role.
+
+    Attributes:
+        role: The connecting role (`current_user`).
+        owners: Each of pgcheckpoint's tables (and its version table) that exists,
+            with its owner.
+        foreign: Those the role does not own, itself or through a role granted to
+            it (a superuser's reach over every table does not count).
+
+    Example:
+        >>> ownership("postgresql://postgres@127.0.0.1/app").foreign  # doctest: +SKIP
+        {}
+    """
+
+    role: str
+    owners: dict[str, str]
+    foreign: dict[str, str]
+
+
+def ownership(conninfo: str, *, schema: str = "public") -> Ownership:
+    """Who owns pgcheckpoint's tables in `schema` (see `Ownership`).
+
+    Example:
+        >>> ownership("postgresql://postgres@127.0.0.1/app", schema="tenant_a")  # doctest: +SKIP
+        Ownership(role='deploy', owners={...}, foreign={})
+    """
+    schema = check_schema(schema)
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        rows = conn.execute(
+            "WITH RECURSIVE mine(oid) AS ("
+            "  SELECT oid FROM pg_catalog.pg_roles WHERE rolname = current_user"
+            "  UNION"
+            "  SELECT m.roleid FROM pg_catalog.pg_auth_members m JOIN mine ON m.member = mine.oid"
+            ") SELECT current_user::text, c.relname::text,"
+            " pg_catalog.pg_get_userbyid(c.relowner)::text, c.relowner IN (SELECT oid FROM mine)"
+            " FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = %s AND c.relname = ANY(%s) ORDER BY c.relname",
+            (schema, [*TABLES, VERSION_TABLE]),
+        ).fetchall()
+        role = rows[0][0] if rows else str(conn.execute("SELECT current_user").fetchone()[0])  # type: ignore[index]
+    return Ownership(
+        role=role,
+        owners={name: owner for _, name, owner, _ in rows},
+        foreign={name: owner for _, name, owner, mine in rows if not mine},
+    )
+
+
+def check_ownership(
+    conninfo: str, *, schema: str = "public", seen: Ownership | None = None
+) -> None:
+    """Refuse to migrate tables the connecting role does not own.
+
+    `CREATE TABLE IF NOT EXISTS` would take over tables another role created
+    first (perhaps with triggers, or a version table claiming a revision whose
+    changes never ran); the role that owns them could change them still.
+
+    Example:
+        >>> check_ownership("postgresql://deploy@db/app", schema="tenant_a")  # doctest: +SKIP
+    """
+    if seen is None:
+        seen = ownership(conninfo, schema=schema)
+    if not seen.foreign:
+        return
+    listed = ", ".join(f"{name} (owned by {owner!r})" for name, owner in seen.foreign.items())
+    owners = sorted(set(seen.foreign.values()))
+    raise PgCheckpointError(
+        f"schema {schema!r} holds pgcheckpoint tables that role {seen.role!r}, which runs "
+        f"the migration, does not own: {listed}; pgcheckpoint does not take over tables "
+        f"another role created. Run the migration as {owners[0]!r} if that role is meant "
+        "to own them; otherwise have an administrator check them, then drop them or "
+        f"hand them over (ALTER TABLE ... OWNER TO {seen.role})"
+    )
+
+
 def upgrade(
     conninfo: str,
     *,
@@ -164,11 +254,13 @@ def upgrade(
     revision: str = "head",
     lock_timeout: float = 600,
     telemetry: Telemetry | None = None,
+    check_at_target: bool = True,
 ) -> str | None:
     """Upgrade the schema to `revision` (default: the newest), creating it if needed.
 
     Safe to call from many processes at once, and to re-run after an
-    interruption.
+    interruption. Refuses (`PgCheckpointError`) when pgcheckpoint's tables
+    exist but another role owns them (`check_ownership`).
 
     Args:
         conninfo: A libpq connection string or URI for a role that may run DDL
@@ -177,6 +269,9 @@ def upgrade(
         revision: The target revision id, or "head".
         lock_timeout: Seconds to wait for another process's migration.
         telemetry: Where the `migrate` span goes (`pgcheckpoint.telemetry`).
+        check_at_target: Check the owner also when the schema is already at
+            `revision` and nothing would run (`setup()` of an application
+            role that only reads and writes the tables passes False).
 
     Returns:
         The revision the schema was at when this call got the lock (None if
@@ -191,8 +286,13 @@ def upgrade(
         _observe("migrate", conninfo, schema, revision, telemetry) as activity,
         migration_lock(conninfo, schema, timeout=lock_timeout),
     ):
+        seen = ownership(conninfo, schema=schema)
+        if check_at_target:
+            check_ownership(conninfo, schema=schema, seen=seen)
         before = current(conninfo, schema=schema)
         activity.set("pgcheckpoint.migration.from", before or "base")
+        if before != (head() if revision == "head" else revision):
+            check_ownership(conninfo, schema=schema, seen=seen)
         known = [rev for rev, _down, _title in history()]
         if before is not None and before not in known and revision == "head":
             # A newer pgcheckpoint migrated it; its changes are additive for a
@@ -239,6 +339,7 @@ def downgrade(
         _observe("downgrade", conninfo, schema, revision, telemetry) as activity,
         migration_lock(conninfo, schema, timeout=lock_timeout),
     ):
+        check_ownership(conninfo, schema=schema)
         before = current(conninfo, schema=schema)
         activity.set("pgcheckpoint.migration.from", before or "base")
         from alembic import command
@@ -264,9 +365,14 @@ def current(conninfo: str, *, schema: str = "public") -> str | None:
     Example:
         >>> current("postgresql://postgres@127.0.0.1/empty")  # doctest: +SKIP
     """
+    schema = check_schema(schema)
     with psycopg.connect(libpq_dsn(conninfo), autocommit=True) as conn:
-        table = f"{ident(schema)}.{VERSION_TABLE}"
-        exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()
+        exists = conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c"
+            " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = %s AND c.relname = %s)",
+            (schema, VERSION_TABLE),
+        ).fetchone()
         if not exists or not exists[0]:
             return None
         row = conn.execute(
@@ -324,7 +430,7 @@ def offline_sql(*, schema: str = "public", revision: str = "head", start: str | 
 
     target = f"{start}:{revision}" if start else revision
     buffer = io.StringIO()
-    cfg = _config(None, schema)
+    cfg = _config(None, check_schema(schema))
     cfg.output_buffer = buffer
     with redirect_stdout(io.StringIO()):
         command.upgrade(cfg, target, sql=True)

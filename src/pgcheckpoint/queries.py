@@ -3,8 +3,10 @@
 Each file holds the statements of one subsystem; `_fragments.sql` the pieces
 they share. A block starts with `-- name: NAME` (a statement) or
 `-- fragment: NAME` (a piece other blocks include as `{NAME}`), and `{schema}`
-becomes the quoted schema. Header lines right after a statement's name state
-facts the drivers act on: `-- retry: safe` and `-- prepare: never`.
+becomes the quoted schema, once the fragments are in: a schema named
+`x{level_walk}` stays a name. Its `%` signs are doubled, as statements run with
+psycopg's placeholders. Header lines right after a statement's name state facts
+the drivers act on: `-- retry: safe` and `-- prepare: never`.
 
 Example:
     >>> from pgcheckpoint.queries import Queries
@@ -23,6 +25,7 @@ from functools import cache
 from psycopg import sql
 
 from .resources import sql_dir
+from .validate import check_schema
 
 __all__ = ["Queries", "Statement", "retry_safe", "statement_names"]
 
@@ -87,6 +90,26 @@ def _blocks() -> tuple[dict[str, Statement], dict[str, str]]:
     return statements, fragments
 
 
+@cache
+def _expanded() -> dict[str, str]:
+    """Every statement without comments, its fragments included, `{schema}` left in."""
+    statements, fragments = _blocks()
+    bodies = {name: _uncommented(body) for name, body in fragments.items()}
+    out = {}
+    for name, stmt in statements.items():
+        text = stmt.body
+        # fragments may include fragments: expand until nothing changes
+        for _ in range(len(bodies) + 1):
+            expanded = text
+            for frag, frag_body in bodies.items():
+                expanded = expanded.replace("{" + frag + "}", frag_body)
+            if expanded == text:
+                break
+            text = expanded
+        out[name] = _uncommented(text)
+    return out
+
+
 def statement_names() -> frozenset[str]:
     """The names of every statement in `sql/queries/`.
 
@@ -125,7 +148,8 @@ class Queries(Mapping[str, str]):
     are left out. `prepare` holds, per name, the `prepare=` to execute it with.
 
     Args:
-        schema: The Postgres schema holding the tables.
+        schema: The Postgres schema holding the tables; any name PostgreSQL
+            accepts (`pgcheckpoint.validate.check_schema`).
 
     Example:
         >>> Queries()["schema_revision"].splitlines()[0]
@@ -133,27 +157,17 @@ class Queries(Mapping[str, str]):
     """
 
     def __init__(self, schema: str = "public") -> None:
-        statements, fragments = _blocks()
-        schema_sql = sql.Identifier(schema).as_string(None)
-        rendered_fragments = {
-            name: _uncommented(body.replace("{schema}", schema_sql))
-            for name, body in fragments.items()
-        }
+        schema = check_schema(schema)
+        # the name goes in last, so nothing in it is read as a placeholder
+        schema_sql = sql.Identifier(schema).as_string(None).replace("%", "%%")
         self.schema = schema
         self._rendered: dict[str, str] = {}
         self.prepare: dict[str, bool | None] = {}
-        for name, stmt in statements.items():
-            text = stmt.body.replace("{schema}", schema_sql)
-            # fragments may include fragments: expand until nothing changes
-            for _ in range(len(rendered_fragments) + 1):
-                expanded = text
-                for frag, frag_body in rendered_fragments.items():
-                    expanded = expanded.replace("{" + frag + "}", frag_body)
-                if expanded == text:
-                    break
-                text = expanded
-            self._rendered[name] = f"-- pgcheckpoint: {name}\n" + _uncommented(text)
-            self.prepare[name] = stmt.prepare
+        for name, text in _expanded().items():
+            self._rendered[name] = f"-- pgcheckpoint: {name}\n" + text.replace(
+                "{schema}", schema_sql
+            )
+            self.prepare[name] = _blocks()[0][name].prepare
 
     def __getitem__(self, name: str) -> str:
         try:

@@ -216,7 +216,12 @@ class PostgresSaver(RefusesAsync):
         Example:
             >>> saver.setup()  # doctest: +SKIP
         """
-        migrate.upgrade(conninfo_of(self.conn), schema=self.schema, telemetry=self.telemetry)
+        migrate.upgrade(
+            conninfo_of(self.conn),
+            schema=self.schema,
+            telemetry=self.telemetry,
+            check_at_target=False,
+        )
         self.check_official_threads()
 
     def check_official_threads(self) -> OfficialThreads | None:
@@ -539,15 +544,21 @@ class PostgresSaver(RefusesAsync):
         Example:
             >>> saver.put_writes(config, [("messages", ["hi"])], "t")  # doctest: +SKIP
         """
-        self.run(self.put_writes_op(config, writes, task_id, task_path))
+        if not self.run(self.put_writes_op(config, writes, task_id, task_path)):
+            # a delete of the thread was in the way: wait for it, then save in one transaction
+            op = self.put_writes_op(config, writes, task_id, task_path, after_delete=True)
+            self.run(op, atomic=True)
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete a thread: every checkpoint, value and write of it.
 
+        Safe while a run writes to the thread: when it returns, no row of the
+        thread is left; the run's next save fails with `MissingParentError`.
+
         Example:
             >>> saver.delete_thread("t1")  # doctest: +SKIP
         """
-        self.run(self.delete_thread_op(thread_id))
+        self.run_each(self.delete_thread_sweep(thread_id))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy a thread's whole history to another thread id.
@@ -566,7 +577,7 @@ class PostgresSaver(RefusesAsync):
         Example:
             >>> saver.prune(["t1", "t2"], strategy="keep_latest")  # doctest: +SKIP
         """
-        self.run(self.prune_op(thread_ids, strategy=strategy), atomic=True)
+        self.run_each(self.prune_sweep(thread_ids, strategy=strategy))
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints and writes that the given runs created.
@@ -574,7 +585,7 @@ class PostgresSaver(RefusesAsync):
         Example:
             >>> saver.delete_for_runs(["run-1"])  # doctest: +SKIP
         """
-        self.run(self.delete_for_runs_op(run_ids), atomic=True)
+        self.run_each(self.delete_for_runs_sweep(run_ids))
 
     def prune_older_than(
         self,
@@ -682,13 +693,16 @@ class PostgresSaver(RefusesAsync):
     def lock_thread(self, thread_id: str, timeout: float | None = 0) -> Iterator[ThreadLock]:
         """Hold a thread's lock: no other worker runs the thread until the block ends.
 
-        A PostgreSQL session advisory lock on a connection reserved for the
-        block: taken from the pool (at most `max_size - 1` at once, so one is
-        always left for saving checkpoints), or a new connection for a saver
-        over one connection. A guarded run thus needs one connection more than
-        an unguarded one. The lock is released however the block ends; if the
-        process dies or the connection drops, PostgreSQL frees it as soon as it
-        sees the session end. Sync and async savers take the same lock.
+        A PostgreSQL advisory lock on a connection reserved for the block:
+        taken from the pool (at most `max_size - 1` at once, so one is always
+        left for saving checkpoints), or a new connection for a saver over one
+        connection. A guarded run thus needs one connection more than an
+        unguarded one. Behind a pooler (pgbouncer in session or transaction
+        mode) the lock lives in a transaction kept open for the block, which
+        pins one server session. The lock is released however the block ends;
+        if the process dies or the connection drops, PostgreSQL frees it as
+        soon as it sees the session (or transaction) end. Sync and async savers
+        take the same lock.
 
         Args:
             thread_id: The thread to lock.
@@ -701,15 +715,20 @@ class PostgresSaver(RefusesAsync):
         Raises:
             ThreadBusyError: Another worker holds the lock (its backend pid in
                 `holder_pid`, when PostgreSQL can tell), or this block already does.
-            PgCheckpointError: The connection goes through a pooler in
-                transaction mode, where session locks cannot work.
+            PgCheckpointError: The connection goes through a pooler that shares
+                server sessions between clients, where the lock cannot work.
 
         Example:
             >>> with saver.lock_thread("t1", timeout=5):  # doctest: +SKIP
             ...     graph.invoke(Command(resume="yes"), config)
         """
         with self._lock_connection() as conn:
-            op = acquire_op(thread_id, schema=self.schema, timeout=timeout)
+            op = acquire_op(
+                thread_id,
+                schema=self.schema,
+                timeout=timeout,
+                client_pid=conn.info.backend_pid,
+            )
             lock = self._drive_lock(conn, op, "lock_thread", thread_id)
             try:
                 with holding(lock):

@@ -9,7 +9,7 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -17,8 +17,13 @@ from langchain_core.runnables import RunnableConfig
 from .errors import InvalidInputError
 
 __all__ = [
+    "MAX_INT4",
+    "MAX_SCHEMA_BYTES",
     "STRUCTURAL_KEYS",
+    "check_count",
     "check_id",
+    "check_id_list",
+    "check_schema",
     "configurable",
     "json_projection",
     "metadata_matches",
@@ -28,6 +33,11 @@ __all__ = [
 # Identifiers go into primary keys; a btree entry holds at most ~2,700 bytes.
 _MAX_ID_BYTES = {"thread_id": 1024, "checkpoint_ns": 1024}
 _MAX_OTHER_ID_BYTES = 255
+# The largest count (batch size, limit, ...) a statement takes as an int4.
+MAX_INT4 = 2**31 - 1
+# PostgreSQL cuts longer identifiers short (NAMEDATALEN - 1): two longer schema
+# names with the same first 63 bytes would be one schema.
+MAX_SCHEMA_BYTES = 63
 # Metadata keys maintenance reads in SQL (which DeltaChannels a thread has):
 # always in the JSONB projection, whatever an encrypting serializer hides.
 STRUCTURAL_KEYS = frozenset({"counters_since_delta_snapshot"})
@@ -37,7 +47,8 @@ def check_id(kind: str, value: Any) -> str:
     """Validate an identifier before it reaches the database.
 
     Ints, UUIDs and other scalars are turned into their string form, as
-    LangGraph does. NUL characters, unpaired surrogates and over-long values are
+    LangGraph does. Bytes, booleans and collections (a list where one id was
+    meant), NUL characters, unpaired surrogates and over-long values are
     refused with a message that says what to change.
 
     Example:
@@ -46,8 +57,13 @@ def check_id(kind: str, value: Any) -> str:
     """
     if value is None:
         raise InvalidInputError(f"{kind!r} is missing; pass it in config['configurable']")
-    if isinstance(value, bytes | bytearray):
+    if isinstance(value, bytes | bytearray | memoryview):
         raise InvalidInputError(f"{kind!r} must be a string, not bytes")
+    if isinstance(value, bool) or (isinstance(value, Iterable) and not isinstance(value, str)):
+        raise InvalidInputError(
+            f"{kind!r} must be a string (or an int or UUID), not {type(value).__name__} "
+            f"{_short(value)}; pass one id"
+        )
     text = value if isinstance(value, str) else str(value)
     if "\x00" in text:
         raise InvalidInputError(
@@ -68,6 +84,80 @@ def check_id(kind: str, value: Any) -> str:
             "Use a shorter id, for example a hash of this one"
         )
     return text
+
+
+def check_id_list(name: str, values: Any, *, kind: str = "thread_id") -> list[str]:
+    """Validate a list of ids (`prune`, `delete_for_runs`): sorted, each once.
+
+    Example:
+        >>> check_id_list("thread_ids", ["b", "a", "b"])
+        ['a', 'b']
+    """
+    ids = kind.replace("_id", " ids")
+    if isinstance(values, str | bytes | bytearray) or not isinstance(values, Iterable):
+        raise InvalidInputError(
+            f"{name} must be a list of {ids}, not {type(values).__name__} {_short(values)}"
+        )
+    if isinstance(values, Mapping):
+        raise InvalidInputError(f"{name} must be a list of {ids}, not a {type(values).__name__}")
+    return sorted({check_id(kind, v) for v in values})
+
+
+def check_count(name: str, value: Any, *, minimum: int = 0, maximum: int | None = MAX_INT4) -> int:
+    """Validate a whole number an argument gives (a limit, a batch size).
+
+    Example:
+        >>> check_count("batch_size", 50, minimum=1)
+        50
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        kind = type(value).__name__
+        raise InvalidInputError(f"{name} must be an int, not {kind} {_short(value)}")
+    if value < minimum:
+        raise InvalidInputError(f"{name} must be at least {minimum}, not {value}")
+    if maximum is not None and value > maximum:
+        raise InvalidInputError(f"{name} must be at most {maximum:,}, not {value:,}")
+    return value
+
+
+def check_schema(schema: Any) -> str:
+    """Validate a schema name: one PostgreSQL accepts, as it is (quoted, never cut short).
+
+    Any character but NUL, 1 to 63 bytes in UTF-8, and no `pg_` prefix (reserved
+    for PostgreSQL's own schemas).
+
+    Example:
+        >>> check_schema("Tenant A")
+        'Tenant A'
+    """
+    if not isinstance(schema, str):
+        raise InvalidInputError(f"schema must be a string, not {type(schema).__name__}")
+    if not schema:
+        raise InvalidInputError("schema name is empty; pass a name such as 'public'")
+    if "\x00" in schema:
+        raise InvalidInputError(f"schema name {schema!r} contains a NUL character; remove it")
+    try:
+        size = len(schema.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidInputError(
+            f"schema name {schema!r} contains an unpaired surrogate; pass valid unicode"
+        ) from None
+    if size > MAX_SCHEMA_BYTES:
+        raise InvalidInputError(
+            f"schema name {schema!r} is {size} bytes long; PostgreSQL allows "
+            f"{MAX_SCHEMA_BYTES} and would cut it short, so use a shorter name"
+        )
+    if schema.startswith("pg_"):
+        raise InvalidInputError(
+            f"schema name {schema!r} starts with 'pg_', which PostgreSQL reserves for its "
+            "own schemas; use another name"
+        )
+    return schema
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def configurable(config: RunnableConfig | None) -> dict[str, Any]:

@@ -72,7 +72,7 @@ def test_schema_option(empty_db_dsn: str, capsys: Any) -> None:
     assert main(["current", "--check", "--dsn", empty_db_dsn]) == EXIT_FAILED
     assert main(["current", "--check", "--schema", "tenant_a", "--dsn", empty_db_dsn]) == 0
     assert main(["migrate", "--schema", "x" * 64, "--dsn", empty_db_dsn]) == EXIT_USAGE
-    assert "Postgres allows 63" in capsys.readouterr().err
+    assert "PostgreSQL allows 63" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ from langgraph.graph import START, StateGraph
 from langgraph.types import interrupt
 
 from pgcheckpoint import AsyncPostgresSaver, PostgresSaver, ThreadBusyError
-from pgcheckpoint.locking import LOCK_CLASS_THREAD, thread_lock_key
+from pgcheckpoint.locking import thread_lock_key
 
 VARIANTS = ("sync-conn", "sync-pool", "async-conn", "async-pool")
 # Small pools: 16 workers share one server with the rest of the suite.
@@ -67,8 +67,8 @@ def build_graph(saver: Any, step: Any) -> Any:
 
 def _holder_sql() -> str:
     return (
-        "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2"
-        " AND classid = %s::int4::oid AND objid = %s::int4::oid"
+        "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1"
+        " AND (classid::int8 << 32 | objid::int8) = %s"
     )
 
 
@@ -76,7 +76,7 @@ def record_entry(job: Job, seen: int, answer: Any) -> None:
     """The node's side effect: one row per node run, with who held the lock."""
     with psycopg.connect(job.dsn, autocommit=True) as conn:
         row = conn.execute(
-            _holder_sql(), (LOCK_CLASS_THREAD, thread_lock_key(job.thread_id))
+            _holder_sql(), (thread_lock_key(job.thread_id),)
         ).fetchone()
         conn.execute(
             "INSERT INTO lock_effects (worker, seen, answer, holder_pid) VALUES (%s, %s, %s, %s)",

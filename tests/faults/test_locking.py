@@ -7,8 +7,10 @@ forkserver that imported LangGraph once: like spawn, a child never inherits the
 test process's threads, pools or sockets, but it does not pay LangGraph's
 seconds of imports sixteen times over on two shared cores.
 
-A pgbouncer in transaction mode, when one is installed, checks that a pooler
-that shares server sessions between clients is refused with a clear error.
+A pgbouncer in transaction mode, when one is installed, checks that behind a
+pooler the lock lives in a transaction that pins its server session: it
+guards the thread while other clients use the pool, and its release always
+reaches the session that took it.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import signal
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.context import ForkServerContext
 from typing import Any
 
@@ -30,7 +33,7 @@ import pytest
 from conftest import transaction_pooler
 from psycopg.rows import dict_row
 
-from pgcheckpoint import PgCheckpointError, PostgresSaver, ThreadBusyError
+from pgcheckpoint import PostgresSaver, ThreadBusyError
 
 from . import lock_workers
 from .lock_workers import EFFECTS_DDL, VARIANTS, Job, State, build_graph
@@ -222,25 +225,58 @@ def test_holder_killed_mid_node_frees_the_thread(
 
 @pytest.fixture
 def pgbouncer_dsn(db_dsn: str) -> Iterator[str]:
-    """`db_dsn` through a pgbouncer in transaction mode with one server connection."""
-    with transaction_pooler(db_dsn, pool_size=1) as dsn:
+    """`db_dsn` through a pgbouncer in transaction mode with three server connections."""
+    with transaction_pooler(db_dsn, pool_size=3) as dsn:
         yield dsn
 
 
-def test_pooler_in_transaction_mode_is_refused(pgbouncer_dsn: str) -> None:
+def lock_holders(dsn: str, thread_id: str) -> list[int]:
+    """The server sessions holding the thread's lock, as seen on a direct connection."""
+    from pgcheckpoint.locking import thread_lock_key
+
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1"
+            " AND (classid::int8 << 32 | objid::int8) = %s",
+            [thread_lock_key(thread_id)],
+        ).fetchall()
+    return [pid for (pid,) in rows]
+
+
+def test_behind_a_transaction_pooler_the_lock_guards_and_its_release_reaches_it(
+    db_dsn: str, pgbouncer_dsn: str
+) -> None:
     thread_id = f"bounced-{uuid.uuid4()}"
     with (
         psycopg.connect(pgbouncer_dsn, autocommit=True) as conn_a,
         psycopg.connect(pgbouncer_dsn, autocommit=True) as conn_b,
+        psycopg.connect(pgbouncer_dsn, autocommit=True) as traffic,
+        ThreadPoolExecutor(1) as pool,
     ):
         first, second = PostgresSaver(conn_a), PostgresSaver(conn_b)
-        # One server session serves both clients: the first lock lands on it and
-        # the second client, on the same session, would take it again (advisory
-        # locks are re-entrant) if the saver did not look first.
-        with (
-            first.lock_thread(thread_id),
-            pytest.raises(PgCheckpointError, match="pooler in transaction") as refused,
-            second.lock_thread(thread_id, timeout=None),
-        ):
-            pytest.fail("two clients hold the lock of one thread")
-        assert not isinstance(refused.value, ThreadBusyError)
+        for _ in range(20):
+            with first.lock_thread(thread_id) as lock:
+                # a transaction pins the server session: the lock is that session's
+                assert lock.in_transaction
+                assert lock_holders(db_dsn, thread_id) == [lock.backend_pid]
+                # other clients keep using the pool meanwhile, on other sessions
+                for _ in range(5):
+                    row = traffic.execute("SELECT pg_backend_pid()").fetchone()
+                    assert row is not None and row[0] != lock.backend_pid
+                with pytest.raises(ThreadBusyError) as busy, second.lock_thread(thread_id):
+                    pytest.fail("two clients hold the lock of one thread")
+                assert busy.value.holder_pid == lock.backend_pid
+            # the release reached the session that took it: nobody holds the lock
+            assert lock_holders(db_dsn, thread_id) == []
+        # one that waits is let in the moment the block ends
+        with first.lock_thread(thread_id):
+            waiter = pool.submit(_lock_and_release, second, thread_id)
+            time.sleep(0.2)
+            assert not waiter.done()
+        assert waiter.result(30) == "ran"
+        assert lock_holders(db_dsn, thread_id) == []
+
+
+def _lock_and_release(saver: PostgresSaver, thread_id: str) -> str:
+    with saver.lock_thread(thread_id, timeout=30):
+        return "ran"

@@ -7,6 +7,10 @@ LangGraph's `InMemorySaver`, plus the three maintenance calls it lacks, written
 from `BaseCheckpointSaver`'s docstrings (`SaverModel`). After every step the
 whole visible state of both is compared.
 
+One rule races a delete (delete_thread, prune, delete_for_runs) against a put
+on another connection: the database must end as if one of the two ran first,
+the put refused with `MissingParentError` when the delete took its parent.
+
 The sync driver runs over one connection the test opened with psycopg's
 defaults; the async one over an `AsyncConnectionPool` on an event loop in
 another thread, called through its sync methods (each one a coroutine of the
@@ -20,18 +24,24 @@ Where the two may legitimately differ, the comparison says so:
 - A batch of writes mixing special channels (`__error__`...) and regular ones
   is not generated: the official saver and this one insert such a batch as
   regular writes, where InMemorySaver replaces the special ones.
+- Pruning deletes a subgraph namespace that ran from a deleted checkpoint; the
+  model's checkpoints name no parent checkpoint (`parents` is empty), so it
+  goes when every one of its checkpoints is older than every checkpoint its
+  parent namespace keeps (see `hanging_namespaces` in sql/queries/).
 """
 
 from __future__ import annotations
 
 import copy
+import threading
+import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import psycopg
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -46,7 +56,7 @@ from langgraph.checkpoint.conformance.test_utils import generate_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
 from support.savers import async_saver_in_thread
 
-from pgcheckpoint import PostgresSaver
+from pgcheckpoint import MissingParentError, PostgresSaver
 
 THREADS = 4
 NAMESPACES = ("", "child:1")
@@ -102,18 +112,40 @@ class SaverModel(InMemorySaver):
             if strategy == "delete":
                 self.delete_thread(thread_id)
                 continue
-            for ns, saved in self.storage.get(thread_id, {}).items():
-                if saved:
-                    latest = max(saved)
-                    for checkpoint_id in [c for c in saved if c != latest]:
-                        self._drop(thread_id, ns, checkpoint_id)
+            doomed = {
+                (ns, c)
+                for ns, saved in self.storage.get(thread_id, {}).items()
+                for c in saved
+                if c != max(saved)
+            }
+            self._drop_all(thread_id, doomed)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        for thread_id, namespaces in self.storage.items():
-            for ns, saved in namespaces.items():
-                for checkpoint_id, (_, metadata, _) in list(saved.items()):
-                    if self.serde.loads_typed(metadata).get("run_id") in run_ids:
-                        self._drop(thread_id, ns, checkpoint_id)
+        for thread_id, namespaces in list(self.storage.items()):
+            doomed = {
+                (ns, checkpoint_id)
+                for ns, saved in namespaces.items()
+                for checkpoint_id, (_, metadata, _) in saved.items()
+                if self.serde.loads_typed(metadata).get("run_id") in run_ids
+            }
+            if doomed:
+                self._drop_all(thread_id, doomed)
+
+    def _drop_all(self, thread_id: str, doomed: set[tuple[str, str]]) -> None:
+        """Drop checkpoints, with the subgraph namespaces that hang off none left."""
+        saved = self.storage.get(thread_id, {})
+        hanging: set[str] = set()
+        for ns in sorted(saved, key=lambda n: n.count("|")):
+            if not ns or not saved[ns]:
+                continue
+            parent_ns = ns.rsplit("|", 1)[0] if "|" in ns else ""
+            kept = [c for c in saved.get(parent_ns, {}) if (parent_ns, c) not in doomed]
+            # the model's checkpoints name no parent: ids decide (they grow with time)
+            if parent_ns in hanging or not kept or max(saved[ns]) < min(kept):
+                hanging.add(ns)
+        doomed = doomed | {(ns, c) for ns in hanging for c in saved[ns]}
+        for ns, checkpoint_id in sorted(doomed):
+            self._drop(thread_id, ns, checkpoint_id)
 
     def _drop(self, thread_id: str, ns: str, checkpoint_id: str) -> None:
         saved = self.storage[thread_id][ns]
@@ -164,6 +196,7 @@ class SaverMachine(RuleBasedStateMachine):
     """The same calls on pgcheckpoint (`saver`, set by the test) and on `SaverModel`."""
 
     saver: Any
+    other: Any  # the same database through another connection, for the races
 
     def __init__(self) -> None:
         super().__init__()
@@ -218,6 +251,14 @@ class SaverMachine(RuleBasedStateMachine):
         self, thread: int, ns: str, run: int, tag: str, changed: set[str], append: bool
     ) -> None:
         """A child of the latest checkpoint, as a graph's next super-step makes."""
+        args = self.child_of_latest(thread, ns, run, tag, changed, append)
+        ours, theirs = self.both("put", *args)
+        assert ours == theirs
+
+    def child_of_latest(
+        self, thread: int, ns: str, run: int, tag: str, changed: set[str], append: bool
+    ) -> tuple[Any, ...]:
+        """The arguments of a put of a child of the model's latest checkpoint."""
         self.step += 1
         config: RunnableConfig = {
             "configurable": {"thread_id": self.thread(thread), "checkpoint_ns": ns}
@@ -246,8 +287,7 @@ class SaverMachine(RuleBasedStateMachine):
             "tag": tag,
             "token": self.token,
         }
-        ours, theirs = self.both("put", config, checkpoint, metadata, new_versions)
-        assert ours == theirs
+        return config, checkpoint, metadata, new_versions
 
     @precondition(lambda self: self.stored())
     @rule(
@@ -365,6 +405,72 @@ class SaverMachine(RuleBasedStateMachine):
     def delete_for_runs(self, runs: set[int]) -> None:
         self.both("delete_for_runs", [self.run_id(r) for r in sorted(runs)])
 
+    @precondition(has_history)
+    @rule(
+        kind=st.sampled_from(["delete_thread", "keep_latest", "delete", "delete_for_runs"]),
+        victim=st.integers(0, THREADS - 1),
+        runs=st.sets(st.integers(0, RUNS - 1), min_size=1, max_size=RUNS),
+        delay=st.sampled_from([0.0, 0.002, 0.01]),
+        **PUT_ARGS,
+    )
+    def delete_racing_a_put(
+        self, kind: str, victim: int, runs: set[int], delay: float, **put: Any
+    ) -> None:
+        """A delete and a put on another connection at once: one of them goes first."""
+        args = self.child_of_latest(**put)
+        if kind == "delete_thread":
+            call: tuple[str, tuple[Any, ...], dict[str, Any]] = (
+                "delete_thread",
+                (self.thread(victim),),
+                {},
+            )
+        elif kind == "delete_for_runs":
+            call = ("delete_for_runs", ([self.run_id(r) for r in sorted(runs)],), {})
+        else:
+            call = ("prune", ([self.thread(victim)],), {"strategy": kind})
+
+        def late_put() -> Any:
+            time.sleep(delay)  # lets the delete start first, some of the time
+            return self.other.put(*copy.deepcopy(args))
+
+        outcome = race(
+            late_put,
+            lambda: getattr(self.saver, call[0])(*call[1], **call[2]),
+        )
+        put_first = copy.deepcopy(self.model)
+        put_first.put(*copy.deepcopy(args))
+        getattr(put_first, call[0])(*call[1], **call[2])
+        delete_first = copy.deepcopy(self.model)
+        getattr(delete_first, call[0])(*call[1], **call[2])
+        conf = args[0]["configurable"]
+        parent = conf.get("checkpoint_id")
+        if (
+            parent is None
+            or parent in delete_first.storage[conf["thread_id"]][conf["checkpoint_ns"]]
+        ):
+            delete_first.put(*copy.deepcopy(args))
+            refused = False
+        else:
+            refused = True
+        if isinstance(outcome, MissingParentError):
+            candidates = [delete_first] if refused else []
+        else:
+            assert not isinstance(outcome, BaseException), repr(outcome)
+            candidates = [put_first] + ([] if refused else [delete_first])
+        seen = visible(self.saver, self.token)
+        matching = [m for m in candidates if visible(m, self.token) == seen]
+        assert matching, f"{call} racing a put left a state no order of the two explains"
+        self.model = matching[0]
+        order = (
+            "put refused"
+            if isinstance(outcome, MissingParentError)
+            else ("put first" if matching[0] is put_first else "delete first")
+        )
+        event(f"{kind} racing a put: {order}")
+        # Which went first decides what the put's thread holds now; later steps
+        # must not draw from a state that hangs on it (hypothesis replays them).
+        self.both("delete_thread", conf["thread_id"])
+
     # -- after every step -------------------------------------------------------------
 
     @invariant()
@@ -375,8 +481,37 @@ class SaverMachine(RuleBasedStateMachine):
         assert_same_listing(ours, reference, None)
 
 
-def run_machine(saver: Any) -> None:
-    machine = type("Machine", (SaverMachine,), {"saver": saver})
+def visible(saver: Any, token: str) -> dict[tuple[str, str, str], Any]:
+    """Everything a caller reads of one example's threads, by checkpoint."""
+    return {key(t): normal(t) for t in saver.list(None, filter={"token": token})}
+
+
+def race(first: Callable[[], Any], second: Callable[[], Any]) -> Any:
+    """Run both at once from two threads; `first`'s result or error (`second` must succeed)."""
+    start = threading.Barrier(2)
+    results: dict[str, Any] = {}
+
+    def run(name: str, call: Callable[[], Any]) -> None:
+        start.wait()
+        try:
+            results[name] = call()
+        except BaseException as exc:
+            results[name] = exc
+
+    workers = [
+        threading.Thread(target=run, args=("first", first)),
+        threading.Thread(target=run, args=("second", second)),
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(60)
+    assert not isinstance(results.get("second"), BaseException), repr(results.get("second"))
+    return results["first"]
+
+
+def run_machine(saver: Any, other: Any) -> None:
+    machine = type("Machine", (SaverMachine,), {"saver": saver, "other": other})
     run_state_machine_as_test(machine, settings=SETTINGS)
 
 
@@ -384,8 +519,9 @@ def run_machine(saver: Any) -> None:
 @pytest.mark.parametrize("driver", ["sync", "async"])
 def test_random_call_sequences_answer_as_in_memory_saver(db_dsn: str, driver: str) -> None:
     if driver == "sync":
-        with psycopg.connect(db_dsn) as conn:
-            run_machine(PostgresSaver(conn))
+        with psycopg.connect(db_dsn) as conn, psycopg.connect(db_dsn) as other:
+            run_machine(PostgresSaver(conn), PostgresSaver(other))
     else:
+        # a pool: the two calls of a race run on two of its connections
         with async_saver_in_thread(db_dsn, max_size=3) as saver:
-            run_machine(saver)
+            run_machine(saver, saver)

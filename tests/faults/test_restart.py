@@ -321,7 +321,7 @@ async def terminate_waiting_query(dsn: str) -> str:
 
 def test_retry_safety_is_read_from_the_statement_headers() -> None:
     safe = {name for name in statement_names() if retry_safe(name)}
-    assert {"put_checkpoint", "get_latest_checkpoint", "delete_thread"} <= safe
+    assert {"put_checkpoint", "get_latest_checkpoint", "read_committed"} <= safe
     assert "delete_checkpoints" not in safe and not retry_safe("no_such_statement")
 
 

@@ -6,9 +6,9 @@ watches `pg_stat_activity` until the other side is waiting there, then lets
 go. Sweeps are told apart by `application_name`.
 
 - A put racing a `delete` sweep on the same idle thread either commits first
-  (the sweep waits for it, sees the new checkpoint and keeps the thread whole)
-  or finds its parent deleted and fails with `MissingParentError` (the sweep
-  wins: nothing of the thread is left).
+  (the sweep finds the thread held by the put in flight, or sees the new
+  checkpoint, and keeps the thread whole) or finds its parent deleted and fails
+  with `MissingParentError` (the sweep wins: nothing of the thread is left).
 - A real graph run on an idle thread, with a sweep looping beside it, ends in
   one of the states above, never with a history cut short.
 - Two `pgcheckpoint prune` processes at once: one skips what the other holds,
@@ -42,6 +42,7 @@ from langgraph.checkpoint.conformance.test_utils import (
 from langgraph.checkpoint.memory import InMemorySaver
 from psycopg.conninfo import make_conninfo
 from psycopg.errors import ForeignKeyViolation
+from support.activity import waiting_on_a_lock
 from support.chat import chat_graph
 from support.cli import cli_env
 from support.rows import TABLES, rows_of
@@ -68,16 +69,6 @@ def wait_until(condition: Callable[[], bool], what: str) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"gave up waiting for {what}")
         time.sleep(0.02)
-
-
-def waiting_on_a_lock(dsn: str, application_name: str) -> bool:
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM pg_stat_activity"
-            " WHERE application_name = %s AND wait_event_type = 'Lock'",
-            [application_name],
-        ).fetchone()
-    return bool(row and row[0])
 
 
 def connected(dsn: str, application_name: str) -> bool:
@@ -148,17 +139,14 @@ def test_a_put_that_locked_its_parent_first_keeps_the_thread_whole(db_dsn: str) 
     with (
         PostgresSaver.from_conn_string(named(db_dsn, "sweep-a")) as sweeper,
         psycopg.connect(db_dsn) as put_conn,
+        put_conn.transaction(),
     ):
-        with put_conn.transaction():
-            # the put ran and holds its parent; its transaction is still open
-            new = PostgresSaver(put_conn).put(
-                head, generate_checkpoint(), generate_metadata(step=9), {}
-            )
-            sweep = Background(lambda: sweeper.prune_older_than(MONTH))
-            sweep.start()
-            wait_until(lambda: waiting_on_a_lock(db_dsn, "sweep-a"), "the sweep to wait")
-        # the put committed; the sweep goes on
-        report: PruneReport = sweep.outcome()
+        # the put ran and holds its parent, and the thread's maintenance lock
+        # shared; its transaction is still open: the sweep leaves the thread to
+        # a later sweep, without waiting
+        metadata = generate_metadata(step=9)
+        new = PostgresSaver(put_conn).put(head, generate_checkpoint(), metadata, {})
+        report: PruneReport = sweeper.prune_older_than(MONTH)
 
     assert (report.threads, report.skipped) == (0, [thread_id])
     assert rows_of(db_dsn, thread_id) == {"pgc_checkpoints": 4, "pgc_blobs": 3, "pgc_writes": 3}

@@ -161,3 +161,50 @@ async def test_missing_thread_id_says_so(
 async def test_missing_checkpoint_id_for_writes_says_so(api: SaverApi) -> None:
     with pytest.raises(InvalidInputError, match="'checkpoint_id' is missing"):
         await api.put_writes(generate_config("t"), [("a", 1)], "task", "")
+
+
+# -- wrong types and numbers out of range: one clear InvalidInputError ----------------
+
+
+@pytest.mark.parametrize("thread_id", [["t"], ("t",), {"t"}, {"t": 1}, b"t", True])
+async def test_an_id_that_is_not_one_id_is_refused(
+    api: SaverApi, db_dsn: str, thread_id: Any
+) -> None:
+    await api.put(generate_config("t"), generate_checkpoint(), generate_metadata(), {})
+    before = total_rows(db_dsn)
+    with pytest.raises(InvalidInputError, match="thread_id"):
+        await api.delete_thread(thread_id)  # a list would have become the string "['t']"
+    with pytest.raises(InvalidInputError, match="thread_id"):
+        await api.copy_thread(thread_id, "other")
+    with pytest.raises(InvalidInputError, match="thread_id"):
+        await api.prune([thread_id])
+    with pytest.raises(InvalidInputError, match="thread_id"):
+        await api.list(generate_config(thread_id))
+    assert total_rows(db_dsn) == before
+
+
+@pytest.mark.parametrize(
+    ("limit", "message"), [(True, "must be an int"), (-1, "at least 0"), ("3", "must be an int")]
+)
+async def test_list_limit_must_be_a_count(api: SaverApi, limit: Any, message: str) -> None:
+    with pytest.raises(InvalidInputError, match=message):
+        await api.list(None, limit=limit)
+
+
+async def test_a_limit_past_any_table_is_no_limit(api: SaverApi) -> None:
+    tid = f"t-{uuid.uuid4()}"
+    await api.put(generate_config(tid), generate_checkpoint(), generate_metadata(), {})
+    assert len(await api.list(generate_config(tid), limit=10**30)) == 1
+
+
+async def test_retention_numbers_out_of_range_are_refused(api: SaverApi) -> None:
+    from datetime import timedelta
+
+    with pytest.raises(InvalidInputError, match="oldest time PostgreSQL stores"):
+        await api.prune_older_than(timedelta(days=999_999_999))
+    with pytest.raises(InvalidInputError, match="keep must be at most"):
+        await api.prune_keep_last(2**31)
+    with pytest.raises(InvalidInputError, match="batch_size must be at most"):
+        await api.prune_keep_last(1, batch_size=2**40)
+    with pytest.raises(InvalidInputError, match="max_seconds"):
+        await api.prune_keep_last(1, max_seconds=float("nan"))

@@ -1,8 +1,8 @@
 """`lock_thread` and `resume` on every driver and kind of connection.
 
 "Another worker" is a plain psycopg session taking the same advisory lock,
-which also pins the key derivation down: whatever holds `(LOCK_CLASS_THREAD,
-thread_lock_key(thread_id, schema))` is the one runner of that thread. Runs
+which also pins the key derivation down: whatever holds the one-bigint lock
+`thread_lock_key(thread_id, schema)` is the one runner of that thread. Runs
 across real processes are in `tests/faults/test_locking.py`.
 """
 
@@ -32,7 +32,7 @@ from pgcheckpoint import (
     PostgresSaver,
     ThreadBusyError,
 )
-from pgcheckpoint.locking import LOCK_CLASS_THREAD, ThreadLock, thread_lock_key
+from pgcheckpoint.locking import ThreadLock, thread_lock_key
 
 WAIT = 60.0  # a bound for what should take milliseconds; never asserted
 
@@ -85,15 +85,15 @@ async def resume(saver: Saver, graph: Any, thread_id: str, value: Any, **kwargs:
     return saver.resume(graph, config, value, **kwargs)
 
 
-def lock_args(thread_id: str, schema: str = "public") -> tuple[int, int]:
-    return LOCK_CLASS_THREAD, thread_lock_key(thread_id, schema)
+def lock_args(thread_id: str, schema: str = "public") -> tuple[int]:
+    return (thread_lock_key(thread_id, schema),)
 
 
 def holders(dsn: str, thread_id: str, *, granted: bool = True) -> list[int]:
     with psycopg.connect(dsn) as conn:
         rows = conn.execute(
-            "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2"
-            " AND classid = %s::int4::oid AND objid = %s::int4::oid AND granted = %s",
+            "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1"
+            " AND (classid::int8 << 32 | objid::int8) = %s AND granted = %s",
             (*lock_args(thread_id), granted),
         ).fetchall()
     return [pid for (pid,) in rows]
@@ -102,10 +102,10 @@ def holders(dsn: str, thread_id: str, *, granted: bool = True) -> list[int]:
 def free(dsn: str, thread_id: str, schema: str = "public") -> bool:
     """Whether another session can take the thread's lock right now."""
     with psycopg.connect(dsn, autocommit=True) as conn:
-        row = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", lock_args(thread_id, schema))
+        row = conn.execute("SELECT pg_try_advisory_lock(%s::int8)", lock_args(thread_id, schema))
         got = bool(row.fetchone()[0])  # type: ignore[index]
         if got:
-            conn.execute("SELECT pg_advisory_unlock(%s, %s)", lock_args(thread_id, schema))
+            conn.execute("SELECT pg_advisory_unlock(%s::int8)", lock_args(thread_id, schema))
         return got
 
 
@@ -113,7 +113,7 @@ def free(dsn: str, thread_id: str, schema: str = "public") -> bool:
 def held_elsewhere(dsn: str, thread_id: str) -> Iterator[psycopg.Connection[Any]]:
     """Another worker holding the thread's lock."""
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("SELECT pg_advisory_lock(%s, %s)", lock_args(thread_id))
+        conn.execute("SELECT pg_advisory_lock(%s::int8)", lock_args(thread_id))
         yield conn
 
 
@@ -124,7 +124,7 @@ def release_once_waited_for(conn: psycopg.Connection[Any], dsn: str, thread_id: 
         deadline = time.monotonic() + WAIT
         while not holders(dsn, thread_id, granted=False) and time.monotonic() < deadline:
             time.sleep(0.02)
-        conn.execute("SELECT pg_advisory_unlock(%s, %s)", lock_args(thread_id))
+        conn.execute("SELECT pg_advisory_unlock(%s::int8)", lock_args(thread_id))
 
     helper = threading.Thread(target=run, daemon=True)
     helper.start()
@@ -296,9 +296,9 @@ async def test_thread_ids_of_any_shape(saver: Saver, db_dsn: str) -> None:
         for thread_id in ODD_THREAD_IDS:
             # the key, as the README tells to compute it in SQL
             (sql_key,) = conn.execute(
-                "SELECT ('x' || left(encode(sha256('pgcheckpoint/thread-lock'::bytea"
-                " || '\\x00'::bytea || convert_to(%s, 'UTF8') || '\\x00'::bytea"
-                " || convert_to(%s, 'UTF8')), 'hex'), 8))::bit(32)::int4",
+                "SELECT ('x' || left(encode(sha256(convert_to('pgcheckpoint/thread-lock',"
+                " 'UTF8') || '\\x00'::bytea || convert_to(%s, 'UTF8') || '\\x00'::bytea"
+                " || convert_to(%s, 'UTF8')), 'hex'), 16))::bit(64)::int8",
                 ("public", thread_id),
             ).fetchone()  # type: ignore[misc]
             assert sql_key == thread_lock_key(thread_id)

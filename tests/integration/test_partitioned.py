@@ -38,7 +38,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
@@ -47,6 +47,7 @@ from support.retention import write_threads
 from support.savers import SaverApi, ThreadedSaver
 
 from pgcheckpoint import AsyncPostgresSaver, EncryptedSerde, PostgresSaver
+from pgcheckpoint.errors import MissingCheckpointError, MissingParentError
 from pgcheckpoint.maintenance.rotation import rotation_sweep
 from pgcheckpoint.maintenance.stats import storage_stats_op
 from pgcheckpoint.official import official_threads_op
@@ -80,6 +81,7 @@ SPANNING = {
     "rotation_writes_page": "rotate-key: a page of the writes in key order",
     "storage_counts": "stats: one pass over the three tables",
     "storage_largest_threads": "stats: one pass over the three tables, grouped by thread",
+    "storage_unreachable": "stats: one pass over the three tables, rows no read reaches",
     "inspect_recent_threads": "threads: the created_at index, newest first",
     "official_threads_missing": "switch warning: the official table's last rows, a lookup each",
 }
@@ -230,6 +232,14 @@ def workload(dsn: str, log: StatementLog) -> None:
         plain.delete_for_runs([str(latest.metadata.get("run_id") or "no-run")])
         plain.prune([threads["fresh"]], strategy="delete")
         plain.delete_thread(f"{chat}-copy")
+        # a run that goes on after its thread was deleted under it saves nothing more
+        orphan = {"configurable": {"thread_id": f"orphan-{uuid.uuid4()}", "checkpoint_ns": ""}}
+        first = plain.put(orphan, empty_checkpoint(), {"source": "input", "step": -1}, {})
+        plain.delete_thread(orphan["configurable"]["thread_id"])
+        with pytest.raises(MissingParentError):
+            plain.put(first, empty_checkpoint(), {"source": "loop", "step": 0}, {})
+        with pytest.raises(MissingCheckpointError):
+            plain.put_writes(first, [("__error__", "boom")], "task")
         week = threads["week"]
         reader.run(recent_threads_op(reader), atomic=True)
         page = plain.run(thread_page_op(plain, week, ""), atomic=True)
@@ -266,7 +276,7 @@ def workload(dsn: str, log: StatementLog) -> None:
 def threads_named(params: dict[str, Any]) -> set[str]:
     """The threads a statement's parameters name (none: it spans threads)."""
     named: set[str] = set()
-    for key in ("thread_id", "source_thread_id", "target_thread_id", "thread_ids"):
+    for key in ("thread_id", "source_thread_id", "target_thread_id", "thread_ids", "scope_ids"):
         value = params.get(key)
         if isinstance(value, str):
             named.add(value)

@@ -30,7 +30,7 @@ from support.rows import TABLES
 from support.savers import SaverApi
 
 from pgcheckpoint import InvalidInputError, MissingParentError, PostgresSaver
-from pgcheckpoint.locking import LOCK_CLASS_MAINTENANCE, thread_lock_key
+from pgcheckpoint.locking import maintenance_lock_key, thread_lock_key
 from pgcheckpoint.maintenance.retention import PruneReport
 from pgcheckpoint.migrate import upgrade
 from pgcheckpoint.resources import sql_dir
@@ -264,14 +264,12 @@ async def test_threads_in_use_are_skipped_then_taken_by_the_next_sweep(
     with psycopg.connect(db_dsn) as other:
         # another maintenance run (prune, delete_for_runs, a sweep) holds one thread
         other.execute(
-            "SELECT pg_advisory_xact_lock(%s::int4, hashtext(%s))",
-            (LOCK_CLASS_MAINTENANCE, pruning),
+            "SELECT pg_advisory_xact_lock(%s::int8)", (maintenance_lock_key(pruning),)
         )
         # a guarded run holds the other (lock_thread's session lock)
         with psycopg.connect(db_dsn, autocommit=True) as runner:
             runner.execute(
-                "SELECT pg_advisory_lock(%s::int4, %s::int4)",
-                (0x7067636C, thread_lock_key(guarded, "public")),
+                "SELECT pg_advisory_lock(%s::int8)", (thread_lock_key(guarded, "public"),)
             )
             report = await api.prune_older_than(MONTH)
             assert sorted(report.skipped) == sorted([pruning, guarded])
@@ -281,8 +279,7 @@ async def test_threads_in_use_are_skipped_then_taken_by_the_next_sweep(
                 assert len(listed) == checkpoints
             # released here, not by closing: a closed session may outlive close()
             runner.execute(
-                "SELECT pg_advisory_unlock(%s::int4, %s::int4)",
-                (0x7067636C, thread_lock_key(guarded, "public")),
+                "SELECT pg_advisory_unlock(%s::int8)", (thread_lock_key(guarded, "public"),)
             )
         other.rollback()
     report = await api.prune_older_than(MONTH)
@@ -484,8 +481,7 @@ async def test_the_procedure_skips_threads_in_use_and_refuses_bad_calls(
     install_procedure(db_dsn)
     with psycopg.connect(db_dsn) as other:
         other.execute(
-            "SELECT pg_advisory_xact_lock(%s::int4, hashtext(%s))",
-            (LOCK_CLASS_MAINTENANCE, threads["idle"]),
+            "SELECT pg_advisory_xact_lock(%s::int8)", (maintenance_lock_key(threads["idle"]),)
         )
         report = call_prune(db_dsn, "30 days")
         assert (report["examined"], report["skipped"], report["threads"]) == (2, 1, 1)
@@ -494,8 +490,7 @@ async def test_the_procedure_skips_threads_in_use_and_refuses_bad_calls(
     await write_thread(api, db_dsn, threads["idle"], age=40 * DAY)
     with psycopg.connect(db_dsn, autocommit=True) as runner:
         runner.execute(
-            "SELECT pg_advisory_lock(%s::int4, %s::int4)",
-            (0x7067636C, thread_lock_key(threads["idle"], "public")),
+            "SELECT pg_advisory_lock(%s::int8)", (thread_lock_key(threads["idle"], "public"),)
         )
         report = call_prune(db_dsn, "30 days")
         assert (report["threads"], report["skipped"]) == (0, 1)

@@ -35,7 +35,7 @@ from pgcheckpoint import (
     ThreadBusyError,
     migrate,
 )
-from pgcheckpoint.locking import LOCK_CLASS_THREAD, thread_lock_key
+from pgcheckpoint.locking import thread_lock_key
 from pgcheckpoint.telemetry import Telemetry
 
 pytest.importorskip("opentelemetry.sdk")
@@ -416,7 +416,7 @@ async def test_a_busy_lock_shows_in_the_span_and_the_metrics(
     thread_id = new_thread()
     with psycopg.connect(db_dsn, autocommit=True) as holder:
         holder.execute(
-            "SELECT pg_advisory_lock(%s, %s)", (LOCK_CLASS_THREAD, thread_lock_key(thread_id))
+            "SELECT pg_advisory_lock(%s)", (thread_lock_key(thread_id),)
         )
         async with savers(driver, db_dsn, otel.telemetry) as api:
             with pytest.raises(ThreadBusyError):

@@ -14,9 +14,9 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 from psycopg_pool import AsyncConnectionPool
 
-from pgcheckpoint import AsyncPostgresSaver, SchemaOutOfDateError
-from pgcheckpoint.cli import main
-from pgcheckpoint.migrate import upgrade
+from pgcheckpoint import AsyncPostgresSaver, PostgresSaver, SchemaOutOfDateError
+from pgcheckpoint.cli import EXIT_FAILED, main
+from pgcheckpoint.migrate import current, head, upgrade
 
 SCHEMA = "tenant_a"
 
@@ -107,3 +107,92 @@ def test_grants_prints_the_statements(capsys: pytest.CaptureFixture[str]) -> Non
         '"tenant_a".pgc_blobs, "tenant_a".pgc_writes TO "app";',
         'GRANT SELECT ON "tenant_a".pgcheckpoint_alembic_version TO "app";',
     ]
+
+
+# -- tables another role created first -----------------------------------------------
+
+
+@pytest.fixture
+def roles(db_dsn: str) -> Iterator[dict[str, str]]:
+    """A migrating role that owns schema `squatted`, and a squatter that may create in it."""
+    token = secrets.token_hex(4)
+    names = {"migrator": f"pgc_test_mig_{token}", "squatter": f"pgc_test_sq_{token}"}
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        for role in names.values():
+            conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+        conn.execute(
+            sql.SQL("CREATE SCHEMA squatted AUTHORIZATION {}").format(
+                sql.Identifier(names["migrator"])
+            )
+        )
+        conn.execute(
+            sql.SQL("GRANT USAGE, CREATE ON SCHEMA squatted TO {}").format(
+                sql.Identifier(names["squatter"])
+            )
+        )
+    try:
+        yield {kind: make_conninfo(db_dsn, user=role) for kind, role in names.items()} | {
+            f"{kind}_role": role for kind, role in names.items()
+        }
+    finally:
+        with psycopg.connect(db_dsn, autocommit=True) as conn:
+            conn.execute("DROP SCHEMA squatted CASCADE")
+            for role in names.values():
+                conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+                conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+
+
+def test_migrate_refuses_tables_another_role_created(
+    db_dsn: str, roles: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with psycopg.connect(roles["squatter"], autocommit=True) as conn:
+        # a table the squatter still owns, and can change (a trigger that copies rows out)
+        conn.execute("CREATE TABLE squatted.pgc_checkpoints (thread_id text)")
+    for who in (db_dsn, roles["migrator"]):  # a superuser, and the owner of the schema
+        assert main(["migrate", "--schema", "squatted", "--dsn", who]) == EXIT_FAILED
+        err = capsys.readouterr().err
+        assert f"pgc_checkpoints (owned by {roles['squatter_role']!r})" in err
+        assert "does not take over tables another role created" in err
+        assert "Traceback" not in err
+    assert current(db_dsn, schema="squatted") is None  # nothing was done
+    with psycopg.connect(db_dsn) as conn:
+        (owner,) = conn.execute(
+            "SELECT tableowner FROM pg_tables WHERE schemaname = 'squatted'"
+        ).fetchone()  # type: ignore[misc]
+    assert owner == roles["squatter_role"]
+
+
+def test_a_planted_version_table_is_not_taken_for_a_migration(
+    db_dsn: str, roles: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with psycopg.connect(roles["squatter"], autocommit=True) as conn:
+        table = "squatted.pgcheckpoint_alembic_version"
+        conn.execute(f"CREATE TABLE {table} (version_num varchar(32) PRIMARY KEY)")
+        conn.execute(f"INSERT INTO {table} VALUES (%s)", [head()])
+        conn.execute(f"GRANT SELECT ON {table} TO PUBLIC")
+    dsn = ["--schema", "squatted", "--dsn", roles["migrator"]]
+    assert main(["migrate", *dsn]) == EXIT_FAILED
+    assert "pgcheckpoint_alembic_version (owned by" in capsys.readouterr().err
+    # a readiness probe is not fooled either: the tables that revision made are missing
+    assert main(["current", "--check", *dsn]) == EXIT_FAILED
+    err = capsys.readouterr().err
+    assert "pgc_checkpoints is missing" in err and "Traceback" not in err
+
+
+def test_the_owner_migrates_again_and_the_application_sets_up_at_head(
+    db_dsn: str, roles: dict[str, str], runtime_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dsn = ["--schema", "squatted", "--dsn", roles["migrator"]]
+    assert main(["migrate", *dsn]) == 0
+    assert main(["migrate", *dsn]) == 0
+    assert "already at" in capsys.readouterr().out
+    assert main(["current", "--check", *dsn]) == 0
+    app = _role(runtime_dsn)
+    assert main(["grants", "--role", app, "--apply", *dsn]) == 0
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("GRANT USAGE ON SCHEMA squatted TO {}").format(sql.Identifier(app)))
+    # an application that calls setup() on a schema already at head, as a role
+    # that only reads and writes it, goes on as before
+    with PostgresSaver.from_conn_string(runtime_dsn, schema="squatted") as saver:
+        saver.setup()
+        assert saver.get_tuple({"configurable": {"thread_id": "t"}}) is None

@@ -44,13 +44,22 @@ def past_id(when: datetime) -> str:
 
 
 async def write_thread(
-    api: SaverApi, db_dsn: str, thread_id: str, *, age: timedelta, steps: int = 4, ns: str = ""
-) -> None:
+    api: SaverApi,
+    db_dsn: str,
+    thread_id: str,
+    *,
+    age: timedelta,
+    steps: int = 4,
+    ns: str = "",
+    parents: dict[str, str] | None = None,
+) -> str:
     """A history of `steps` checkpoints a minute apart, the newest `age` old.
 
     Channel `doc` is written at the first step only (later checkpoints read it
     from there), `log` grows every step (long enough to be stored as deltas),
-    and every checkpoint gets one task's writes.
+    and every checkpoint gets one task's writes. `parents` is LangGraph's
+    metadata of a subgraph's checkpoints: the checkpoint of each enclosing
+    namespace it ran from. Returns the id of the newest checkpoint.
     """
     saver = api.saver
     newest = datetime.now(timezone.utc) - age
@@ -72,7 +81,8 @@ async def write_thread(
             channel_values=dict(values),
             channel_versions=dict(versions),
         )
-        config = await api.put(config, checkpoint, generate_metadata(step=step), new)
+        metadata = generate_metadata(step=step, parents=dict(parents or {}))
+        config = await api.put(config, checkpoint, metadata, new)
         await api.put_writes(config, [("log", f"write {step}")], f"task-{step}", "")
         stamps.append((checkpoint["id"], when))
     update = sql.SQL(
@@ -81,6 +91,7 @@ async def write_thread(
     ).format(sql.Identifier(saver.schema))
     with psycopg.connect(db_dsn, autocommit=True) as conn, conn.cursor() as cur:
         cur.executemany(update, [(when, thread_id, ns, cid) for cid, when in stamps])
+    return str(config["configurable"]["checkpoint_id"])
 
 
 # thread -> namespace -> age of its newest checkpoint
@@ -95,11 +106,17 @@ IDLE = {"idle", "ancient"}
 
 
 async def write_threads(api: SaverApi, db_dsn: str) -> dict[str, str]:
-    """The threads of AGES under unique ids: name -> thread id."""
+    """The threads of AGES under unique ids: name -> thread id.
+
+    A subgraph namespace ran from its thread's newest root checkpoint (an
+    interrupted subgraph waits there), so pruning keeps it as long as that stays.
+    """
     ids = {name: f"{name}-{uuid.uuid4()}" for name in AGES}
     for name, namespaces in AGES.items():
+        heads: dict[str, str] = {}
         for ns, age in namespaces.items():
-            await write_thread(api, db_dsn, ids[name], age=age, ns=ns)
+            parents = {"": heads[""]} if ns else None
+            heads[ns] = await write_thread(api, db_dsn, ids[name], age=age, ns=ns, parents=parents)
     return ids
 
 

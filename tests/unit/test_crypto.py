@@ -56,6 +56,12 @@ def test_url_safe_base64_and_missing_padding_are_accepted() -> None:
     [
         (f"k1:{b64(bytes(16))}", ["'k1'", "PGCHECKPOINT_AES_KEYS", "16 bytes", "32"]),
         ("k1:not base64!", ["'k1'", "PGCHECKPOINT_AES_KEYS", "base64"]),
+        # junk in the middle: skipped by a lenient decoder, which left a valid key
+        (f"k1:{b64(K1)[:20]}!#{b64(K1)[20:]}", ["'k1'", "not valid base64"]),
+        (
+            f"k1:{base64.urlsafe_b64encode(K2).decode()[:20]}*{base64.urlsafe_b64encode(K2).decode()[20:]}",
+            ["'k1'", "not valid base64"],
+        ),
         (b64(K1), ["PGCHECKPOINT_AES_KEYS", "key id"]),
         (f"k1:{b64(K1)},k1:{b64(K2)}", ["'k1'", "twice"]),
         (f"k+1:{b64(K1)}", ["'k+1'", "not allowed"]),
@@ -275,8 +281,8 @@ def test_filtering_on_an_encrypted_metadata_key_is_refused() -> None:
 
 
 def test_copy_thread_goes_server_side_without_encryption() -> None:
-    stmts, _ = drive(SaverCore().copy_thread_op("a", "b"), [[]])
-    assert [s.name for s in stmts] == ["copy_thread"]
+    stmts, _ = drive(SaverCore().copy_thread_op("a", "b"), [[], []])
+    assert [s.name for s in stmts] == ["lock_thread_for_saving", "copy_thread"]
 
 
 def test_copy_thread_reseals_every_value_for_the_target_thread() -> None:
@@ -341,8 +347,9 @@ def test_copy_thread_reseals_every_value_for_the_target_thread() -> None:
     }
     op = core.copy_thread_op("src", "dst")
     exists = {"kind": "c", "thread_id": "src", "checkpoint_ns": "", "checkpoint_id": "c1"}
-    stmts, _ = drive(op, [[page], [blob, empty, exists], [write], [], []])
-    names = [st.name for st in stmts]
+    stmts, _ = drive(op, [[], [page], [blob, empty, exists], [write], [], []])
+    names = [st.name for st in stmts[1:]]
+    assert stmts[0].name == "lock_thread_for_saving"
     assert names == [
         "thread_checkpoints_page",
         "listed_values",
@@ -350,10 +357,10 @@ def test_copy_thread_reseals_every_value_for_the_target_thread() -> None:
         "insert_copied_rows",
         "thread_checkpoints_page",
     ]
-    insert = stmts[3].params
+    insert = stmts[4].params
     assert insert["thread_id"] == "dst"
     assert insert["blob_type"][1] == "empty" and insert["blob_blob"][1] is None
-    assert stmts[4].params["after_id"] == "c1"
+    assert stmts[5].params["after_id"] == "c1"
 
     def opened(kind: str, type_: str, data: bytes, *where: Any, columns: Any = ()) -> Any:
         return core.load_value(type_, data, binding(kind, "dst", *where), columns)

@@ -13,13 +13,14 @@ from support.ops import drive
 
 from pgcheckpoint import InvalidInputError, PgCheckpointError, ThreadBusyError
 from pgcheckpoint.locking import (
-    LOCK_CLASS_MAINTENANCE,
-    LOCK_CLASS_MIGRATE,
-    LOCK_CLASS_THREAD,
+    MAINTENANCE_LOCK_CLASS,
+    THREAD_LOCK_CLASS,
     ThreadLock,
     acquire_op,
     check_timeout,
     holding,
+    lock_key,
+    maintenance_lock_key,
     pool_lock_slots,
     release_op,
     resume_command,
@@ -29,9 +30,17 @@ from pgcheckpoint.locking import (
 BACKEND = 4242
 
 
-def tried(locked: bool, holder: int | None = None, *, already: bool = False) -> list[Any]:
+def tried(
+    locked: bool, holder: int | None = None, *, already: bool = False, pooled: bool = False
+) -> list[Any]:
     return [
-        {"already_held": already, "locked": locked, "backend_pid": BACKEND, "holder_pid": holder}
+        {
+            "already_held": already,
+            "pooled": pooled,
+            "locked": locked,
+            "backend_pid": BACKEND,
+            "holder_pid": holder,
+        }
     ]
 
 
@@ -42,19 +51,19 @@ def checked(pid: int = BACKEND, held: bool = True) -> list[Any]:
 # -- keys ---------------------------------------------------------------------------
 
 
-def test_key_is_the_first_four_bytes_of_sha256_over_schema_and_thread() -> None:
+def test_key_is_the_first_eight_bytes_of_sha256_over_class_schema_and_thread() -> None:
     digest = hashlib.sha256(b"pgcheckpoint/thread-lock\x00public\x00thread-1").digest()
-    assert thread_lock_key("thread-1") == int.from_bytes(digest[:4], "big", signed=True)
+    assert thread_lock_key("thread-1") == int.from_bytes(digest[:8], "big", signed=True)
     # fixed forever: other processes, other versions and SQL must agree on it
-    assert thread_lock_key("thread-1") == int.from_bytes(
-        bytes.fromhex(digest.hex()[:8]), "big", signed=True
-    )
+    assert thread_lock_key("thread-1") == -5747354173709794607
+    digest = hashlib.sha256(b"pgcheckpoint/maintenance-lock\x00public\x00thread-1").digest()
+    assert maintenance_lock_key("thread-1") == int.from_bytes(digest[:8], "big", signed=True)
 
 
 @pytest.mark.parametrize("thread_id", ["", "x" * 10_000, "🧵" * 256, "e\u0301", "\u2028"])
-def test_any_thread_id_gives_a_signed_32_bit_key(thread_id: str) -> None:
+def test_any_thread_id_gives_a_signed_64_bit_key(thread_id: str) -> None:
     key = thread_lock_key(thread_id)
-    assert -(2**31) <= key < 2**31
+    assert -(2**63) <= key < 2**63
     assert key == thread_lock_key(thread_id)
 
 
@@ -63,9 +72,15 @@ def test_schema_and_thread_cannot_be_confused() -> None:
     assert thread_lock_key("t", "public") != thread_lock_key("t", "tenant_b")
 
 
-def test_lock_class_is_pgcheckpoints_own() -> None:
-    assert int.from_bytes(b"pgcl", "big") == LOCK_CLASS_THREAD
-    assert LOCK_CLASS_THREAD not in (LOCK_CLASS_MIGRATE, LOCK_CLASS_MAINTENANCE)
+def test_lock_classes_are_folded_into_the_key() -> None:
+    assert thread_lock_key("t") == lock_key(THREAD_LOCK_CLASS, "t")
+    assert thread_lock_key("t") != maintenance_lock_key("t")
+
+
+def test_no_two_of_a_million_thread_ids_share_a_key() -> None:
+    # 32-bit keys collided after 84,427 random ids; 64 bits make it one in 2**24 here
+    keys = {thread_lock_key(f"thread-{i}") for i in range(1_000_000)}
+    assert len(keys) == 1_000_000
 
 
 # -- timeouts -------------------------------------------------------------------------
@@ -84,7 +99,7 @@ def test_waits_are_bounded_by_lock_timeout_in_milliseconds(
     )
     assert [s.name for s in sent] == ["try_thread_lock", "wait_thread_lock", "thread_lock_check"]
     assert sent[1].params["lock_timeout"] == lock_timeout
-    assert lock == ThreadLock("t", "public", thread_lock_key("t"), BACKEND)
+    assert lock == ThreadLock("t", "public", thread_lock_key("t"), BACKEND, in_transaction=False)
 
 
 @pytest.mark.parametrize("timeout", [-1, float("nan"), True, "5", [1]])
@@ -97,10 +112,55 @@ def test_bad_timeouts_are_refused(timeout: Any) -> None:
 
 
 def test_free_thread_is_taken_on_the_first_try() -> None:
-    sent, lock = drive(acquire_op("t", schema="s", timeout=0), [tried(True), checked()])
+    sent, lock = drive(
+        acquire_op("t", schema="s", timeout=0, client_pid=BACKEND), [tried(True), checked()]
+    )
     assert [s.name for s in sent] == ["try_thread_lock", "thread_lock_check"]
-    assert sent[0].params == {"lock_class": LOCK_CLASS_THREAD, "key": thread_lock_key("t", "s")}
+    assert sent[0].params == {
+        "key": thread_lock_key("t", "s"),
+        "client_pid": BACKEND,
+        "in_transaction": False,
+    }
     assert lock.backend_pid == BACKEND
+    assert not lock.in_transaction
+
+
+def test_behind_a_pooler_the_lock_lives_in_a_transaction_until_released() -> None:
+    sent, lock = drive(
+        acquire_op("t", schema="s", timeout=0, client_pid=1),
+        [tried(False, pooled=True), [], tried(True), checked()],
+    )
+    assert [s.name for s in sent] == [
+        "try_thread_lock",
+        "begin_thread_lock_transaction",
+        "try_thread_lock",
+        "thread_lock_check",
+    ]
+    assert sent[2].params["in_transaction"] is True
+    assert lock.in_transaction
+    sent, released = drive(release_op(lock), [checked(), []])
+    assert [s.name for s in sent] == ["thread_lock_check", "end_thread_lock_transaction"]
+    assert released
+
+
+def test_behind_a_pooler_a_busy_thread_ends_the_transaction() -> None:
+    op = acquire_op("t", schema="s", timeout=0, client_pid=1)
+    assert next(op).name == "try_thread_lock"
+    assert op.send(tried(False, pooled=True)).name == "begin_thread_lock_transaction"
+    assert op.send([]).name == "try_thread_lock"
+    # the connection goes back to its pool idle, holding nothing
+    assert op.send(tried(False, 99)).name == "end_thread_lock_transaction"
+    with pytest.raises(ThreadBusyError):
+        op.send([])
+
+
+def test_two_thread_ids_sharing_a_key_are_not_called_the_same_run() -> None:
+    key = thread_lock_key("a")
+    with (
+        holding(ThreadLock("other", "public", key, 77)),
+        pytest.raises(ThreadBusyError, match="shares its lock key with thread 'other'"),
+    ):
+        drive(acquire_op("a", schema="public", timeout=None), [tried(False, 77)])
 
 
 def test_busy_thread_names_its_holder() -> None:
@@ -131,7 +191,7 @@ def test_other_errors_while_waiting_propagate() -> None:
 
 
 def test_session_that_already_holds_the_lock_is_shared_with_another_client() -> None:
-    with pytest.raises(PgCheckpointError, match="pooler in transaction") as shared:
+    with pytest.raises(PgCheckpointError, match="pooler that shares server sessions") as shared:
         drive(acquire_op("t", schema="public", timeout=None), [tried(False, already=True)])
     assert not isinstance(shared.value, ThreadBusyError)
 
@@ -144,7 +204,7 @@ def test_session_that_already_holds_the_lock_is_shared_with_another_client() -> 
     ],
 )
 def test_lock_that_moved_session_is_a_pooler(check: list[Any], says: str) -> None:
-    with pytest.raises(PgCheckpointError, match=f"{says}.*pooler in transaction"):
+    with pytest.raises(PgCheckpointError, match=f"{says}.*pooler that shares server sessions"):
         drive(acquire_op("t", schema="public", timeout=0), [tried(True), check])
 
 
@@ -214,7 +274,7 @@ def test_release_reports_whether_the_session_still_held_it(
 ) -> None:
     lock = ThreadLock("t", "public", 5, BACKEND)
     sent, result = drive(release_op(lock), [[{"unlocked": unlocked}]])
-    assert sent[0].params == {"lock_class": LOCK_CLASS_THREAD, "key": 5, "backend_pid": BACKEND}
+    assert sent[0].params == {"key": 5, "backend_pid": BACKEND}
     assert result is released
 
 
@@ -255,5 +315,5 @@ def test_the_pg_cron_procedure_spells_the_same_lock_classes() -> None:
     from pgcheckpoint.resources import sql_dir
 
     text = (sql_dir() / "retention.sql").read_text(encoding="utf-8")
-    assert f"maintenance_lock CONSTANT int := {LOCK_CLASS_MAINTENANCE};" in text
-    assert f"run_lock CONSTANT int := {LOCK_CLASS_THREAD};" in text
+    assert f"maintenance_lock CONSTANT text := '{MAINTENANCE_LOCK_CLASS}';" in text
+    assert f"run_lock CONSTANT text := '{THREAD_LOCK_CLASS}';" in text

@@ -1,7 +1,8 @@
-"""`prune_op` and `delete_for_runs_op` fed the rows the server would send, without a database.
+"""The deletes (`delete_thread_op`, `prune_op`, `delete_for_runs_op`) fed the rows the
+server would send, without a database.
 
 Rows are checkpoint keys, as `thread_heads`, `rebuild_dependencies`,
-`thread_checkpoint_ids` and `run_checkpoints` return them
+`thread_checkpoint_ids`, `run_checkpoints` and `hanging_checkpoints` return them
 (`sql/queries/maintenance.sql`); ids sort in the order they were made.
 """
 
@@ -10,12 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from psycopg import errors as pg_errors
 from support.ops import drive
 
-from pgcheckpoint import InvalidInputError
+from pgcheckpoint import InvalidInputError, ThreadConflictError
 from pgcheckpoint.core import SaverCore
-from pgcheckpoint.locking import LOCK_CLASS_MAINTENANCE
-from pgcheckpoint.ops import MAX_CHAIN_DEPTH, Row, Stmt
+from pgcheckpoint.core.maintenance import conflict_retries
+from pgcheckpoint.locking import maintenance_lock_key
+from pgcheckpoint.ops import MAX_CHAIN_DEPTH, Op, Row, Stmt
 
 LOCKED = [{"locked": 1}]
 
@@ -43,8 +46,7 @@ def as_keys(rows: list[Row]) -> list[tuple[str, str, str]]:
 
 def locked(stmt: Stmt, *thread_ids: str) -> bool:
     return stmt.name == "lock_threads_for_maintenance" and dict(stmt.params) == {
-        "thread_ids": list(thread_ids),
-        "lock_class": LOCK_CLASS_MAINTENANCE,
+        "keys": [maintenance_lock_key(t) for t in thread_ids],
     }
 
 
@@ -67,14 +69,18 @@ NEEDED = [*HEADS, key("a", "", "c4"), key("a", "", "c3")]
 def test_keep_latest_deletes_exactly_what_the_heads_do_not_need() -> None:
     deleted = [{"checkpoints": 3, "writes": 0, "blobs": 0, "bytes": 0}]
     sent, _ = drive(
-        SaverCore().prune_op(["b", "a", "a"]), [LOCKED, HEADS, NEEDED, EVERY, deleted]
+        SaverCore().prune_op(["b", "a", "a"]),
+        [[], LOCKED, HEADS, NEEDED, EVERY, [], deleted],
     )
-    lock, heads, needed, every, delete = sent
-    assert locked(lock, "a", "b")  # once each, in order: two prunes never deadlock
+    isolation, lock, heads, needed, every, hanging, delete = sent
+    assert isolation.name == "read_committed"
+    assert locked(lock, "a", "b")  # once each
     assert (heads.name, list(heads.params["thread_ids"])) == ("thread_heads", ["a", "b"])
     assert needed.name == "rebuild_dependencies"
     assert keys_of(needed) == as_keys(HEADS)
     assert (every.name, list(every.params["thread_ids"])) == ("thread_checkpoint_ids", ["a", "b"])
+    assert hanging.name == "hanging_checkpoints"
+    assert hanging.params["scope_ids"] == ["a", "b"]
     assert delete.name == "delete_checkpoints"
     # not c3-c5 (needed), nor c6 (newer than its head): c1, c2 and s1
     assert sorted(keys_of(delete)) == [("a", "", "c1"), ("a", "", "c2"), ("a", "sub", "s1")]
@@ -84,37 +90,124 @@ def test_keep_latest_with_nothing_to_delete_sends_no_delete() -> None:
     heads = [key("a", "", "c2")]
     sent, _ = drive(
         SaverCore().prune_op(["a"]),
-        [LOCKED, heads, [*heads, key("a", "", "c1")], [key("a", "", "c1"), *heads]],
+        [[], LOCKED, heads, [*heads, key("a", "", "c1")], [key("a", "", "c1"), *heads], []],
     )
     assert [s.name for s in sent] == [
+        "read_committed",
         "lock_threads_for_maintenance",
         "thread_heads",
         "rebuild_dependencies",
         "thread_checkpoint_ids",
+        "hanging_checkpoints",
     ]
 
 
+def test_keep_latest_takes_the_subgraphs_that_ran_from_what_it_deletes() -> None:
+    heads = [key("a", "", "c2")]
+    every = [key("a", "", "c1"), *heads, key("a", "sub:1", "s1")]
+    sent, _ = drive(
+        SaverCore().prune_op(["a"]),
+        [[], LOCKED, heads, heads, every, [key("a", "sub:1", "s1")], []],
+    )
+    hanging, delete = sent[-2:]
+    assert keys_of(hanging) == [("a", "", "c1")]
+    assert keys_of(delete) == [("a", "", "c1"), ("a", "sub:1", "s1")]
+
+
 def test_keep_latest_of_threads_without_checkpoints_deletes_nothing() -> None:
-    sent, _ = drive(SaverCore().prune_op(["a"]), [LOCKED, [], []])
+    sent, _ = drive(SaverCore().prune_op(["a"]), [[], LOCKED, [], [], []])
     # no heads: nothing to rebuild, and nothing is older than a head
     assert [s.name for s in sent] == [
+        "read_committed",
         "lock_threads_for_maintenance",
         "thread_heads",
         "thread_checkpoint_ids",
+        "hanging_checkpoints",
     ]
 
 
 def test_the_delete_strategy_deletes_the_locked_threads_whole() -> None:
-    sent, _ = drive(SaverCore().prune_op(["b", "a"], strategy="delete"), [LOCKED, []])
-    lock, delete = sent
+    sent, _ = drive(SaverCore().prune_op(["b", "a"], strategy="delete"), [[], LOCKED, [], []])
+    _, lock, delete, check = sent
     assert locked(lock, "a", "b")
     assert (delete.name, dict(delete.params)) == ("delete_threads", {"thread_ids": ["a", "b"]})
+    assert check.name == "thread_rows_left"
+
+
+# -- delete_thread_op -----------------------------------------------------------------
+
+
+def test_delete_thread_deletes_under_the_lock_until_nothing_is_left() -> None:
+    left = [{"thread_id": "a"}]
+    sent, _ = drive(SaverCore().delete_thread_op("a"), [[], LOCKED, [], left, [], []])
+    assert [s.name for s in sent] == [
+        "read_committed",
+        "lock_threads_for_maintenance",
+        "delete_threads",
+        "thread_rows_left",
+        "delete_threads",
+        "thread_rows_left",
+    ]
+    assert locked(sent[1], "a")
+
+
+def test_delete_thread_that_keeps_finding_rows_gives_up_with_a_conflict() -> None:
+    left = [{"thread_id": "a"}]
+    with pytest.raises(ThreadConflictError, match="written to again") as conflict:
+        drive(SaverCore().delete_thread_op("a"), [[], LOCKED, *[[], left] * 3])
+    assert conflict.value.thread_ids == ["a"]
+
+
+@pytest.mark.parametrize("thread_id", [["t"], ("t",), {"t"}, {"t": 1}, b"t", True])
+def test_delete_thread_refuses_what_is_not_one_id(thread_id: Any) -> None:
+    with pytest.raises(InvalidInputError, match="thread_id"):
+        next(SaverCore().delete_thread_op(thread_id))
+
+
+# -- conflict_retries ------------------------------------------------------------------
+
+
+def _attempts(errors: list[BaseException | None]) -> tuple[int, Any]:
+    """Run `conflict_retries` as `run_each` would, each attempt failing with the next error.
+
+    Returns how many ops (attempts) the sweep asked to run, and its result.
+    """
+
+    def make() -> Op[str]:
+        yield Stmt("read_committed")
+        return "done"
+
+    sweep = conflict_retries(make, "delete_thread", ["a"])
+    ops = [next(sweep)]
+    for error in errors:
+        try:
+            ops.append(sweep.send("done") if error is None else sweep.throw(error))
+        except StopIteration as stop:
+            return len(ops), stop.value
+    raise AssertionError("the sweep asked for more attempts")
+
+
+def test_a_delete_that_conflicts_runs_again() -> None:
+    assert _attempts([pg_errors.DeadlockDetected("d"), None]) == (2, "done")
+
+
+def test_a_delete_that_keeps_conflicting_says_so() -> None:
+    with pytest.raises(ThreadConflictError, match="3 times") as conflict:
+        _attempts([pg_errors.ForeignKeyViolation("fk")] * 3)
+    assert conflict.value.thread_ids == ["a"]
+
+
+def test_other_errors_of_a_delete_are_not_retried() -> None:
+    with pytest.raises(InvalidInputError):
+        _attempts([InvalidInputError("bad")])
 
 
 @pytest.mark.parametrize(
     ("thread_ids", "strategy", "message"),
     [
-        ("a", "keep_latest", "not one string"),
+        ("a", "keep_latest", "must be a list of"),
+        (7, "keep_latest", "must be a list of"),
+        ([["a"]], "keep_latest", "pass one id"),
         (["a"], "keep_newest", "unknown prune strategy 'keep_newest'"),
         (["a\x00"], "delete", "NUL"),
     ],
@@ -142,9 +235,9 @@ def test_delete_for_runs_deletes_the_runs_checkpoints_others_do_not_need() -> No
     needed = [key("a", "", "c1"), key("a", "", "c5"), key("a", "", "c4")]
     sent, _ = drive(
         SaverCore().delete_for_runs_op(["r2", "r1", "r1"]),
-        [first_read, LOCKED, under_lock, every, needed, []],
+        [[], first_read, LOCKED, under_lock, every, needed, [], []],
     )
-    runs, lock, runs_again, every_stmt, needed_stmt, delete = sent
+    _, runs, lock, runs_again, every_stmt, needed_stmt, _, delete = sent
     assert (runs.name, list(runs.params["run_ids"])) == ("run_checkpoints", ["r1", "r2"])
     assert locked(lock, "a")
     assert runs_again.name == "run_checkpoints"
@@ -159,23 +252,48 @@ def test_delete_for_runs_deletes_the_runs_checkpoints_others_do_not_need() -> No
     assert keys_of(delete) == [("a", "", "c2"), ("a", "", "c3")]
 
 
+def test_delete_for_runs_locks_a_thread_the_run_saved_to_meanwhile() -> None:
+    first_read = [key("a", "", "c1")]
+    # under a's lock, the run turns out to have saved to thread b too
+    under_lock = [*first_read, key("b", "", "b1")]
+    sent, _ = drive(
+        SaverCore().delete_for_runs_op(["r1"]),
+        [[], first_read, LOCKED, under_lock, LOCKED, under_lock, under_lock, [], []],
+    )
+    names = [s.name for s in sent]
+    assert names[:6] == [
+        "read_committed",
+        "run_checkpoints",
+        "lock_threads_for_maintenance",
+        "run_checkpoints",
+        "lock_threads_for_maintenance",
+        "run_checkpoints",
+    ]
+    assert locked(sent[2], "a") and locked(sent[4], "b")
+    assert keys_of(sent[-1]) == as_keys(under_lock)  # b1 deleted under b's lock
+
+
 def test_delete_for_runs_that_saved_nothing_takes_no_lock() -> None:
-    sent, _ = drive(SaverCore().delete_for_runs_op(["r1"]), [[]])
-    assert [s.name for s in sent] == ["run_checkpoints"]
+    sent, _ = drive(SaverCore().delete_for_runs_op(["r1"]), [[], []])
+    assert [s.name for s in sent] == ["read_committed", "run_checkpoints"]
     assert drive(SaverCore().delete_for_runs_op([]), []) == ([], None)
-    with pytest.raises(InvalidInputError, match="not one string"):
+    with pytest.raises(InvalidInputError, match="must be a list of"):
         next(SaverCore().delete_for_runs_op("r1"))
 
 
 def test_delete_for_runs_that_own_every_checkpoint_deletes_them_all() -> None:
     mine = [key("a", "", "c1"), key("a", "", "c2")]
-    sent, _ = drive(SaverCore().delete_for_runs_op(["r1"]), [mine, LOCKED, mine, mine, []])
+    sent, _ = drive(
+        SaverCore().delete_for_runs_op(["r1"]), [[], mine, LOCKED, mine, mine, [], []]
+    )
     # no survivor needs anything: no rebuild_dependencies
     assert [s.name for s in sent] == [
+        "read_committed",
         "run_checkpoints",
         "lock_threads_for_maintenance",
         "run_checkpoints",
         "thread_checkpoint_ids",
+        "hanging_checkpoints",
         "delete_checkpoints",
     ]
     assert keys_of(sent[-1]) == as_keys(mine)

@@ -10,13 +10,15 @@ from psycopg.errors import ForeignKeyViolation
 from support.checkpoints import with_values
 from support.ops import drive
 
-from pgcheckpoint import MissingParentError
+from pgcheckpoint import MissingCheckpointError, MissingParentError
 from pgcheckpoint.core import SaverCore
+from pgcheckpoint.locking import maintenance_lock_key
 from pgcheckpoint.ops import Stmt
 from pgcheckpoint.values import binding
 
 STORED = [{"stored": True}]  # what put_checkpoint returns when the parent exists
 PARENT_GONE = [{"stored": False}]
+SAVED = [{"saved": 1}]  # what insert_writes returns for a write it stored
 MESSAGES = [f"message {i}: " + "x" * 30 for i in range(20)]  # a list worth a delta
 
 
@@ -102,8 +104,23 @@ def test_a_put_whose_parent_is_gone_raises_and_remembers_nothing() -> None:
     first, first_stmt = put_messages(core, "t", MESSAGES)
     parent = stored(first)
     op, stmt = put_messages(core, "t", [*MESSAGES, "one more"], parent=parent)
+    # once the saves in flight are done, the writes its tasks saved for the
+    # missing parent, or for the refused checkpoint, are removed: they belong to
+    # no checkpoint
+    wait = op.send(PARENT_GONE)
+    assert wait.name == "wait_for_thread_saves"
+    forget = op.send([{}])
+    assert forget.name == "forget_orphan_writes"
+    assert forget.params["checkpoint_ids"] == [
+        parent["configurable"]["checkpoint_id"],
+        stmt.params["checkpoint_id"],
+    ]
     with pytest.raises(MissingParentError) as err:
-        op.send(PARENT_GONE)
+        op.send([])
+    # the run goes on (LangGraph raises a background put's error at the end): its
+    # later writes need their namespace to be there
+    sent, _ = drive(core.put_writes_op(parent, [("a", 1)], "task"), [SAVED])
+    assert sent[0].name == "insert_writes_checked"
     assert (err.value.thread_id, err.value.parent_checkpoint_id) == (
         "t",
         parent["configurable"]["checkpoint_id"],
@@ -197,7 +214,7 @@ def test_a_delta_is_never_planned_on_another_threads_list() -> None:
 def test_writes_go_in_one_statement_indexed_by_position_and_special_ones_replace() -> None:
     core = SaverCore()
     config = generate_config("t", checkpoint_id="c1")
-    sent, _ = drive(core.put_writes_op(config, [("a", 1), ("b", [2])], "task", "path"), [[]])
+    sent, _ = drive(core.put_writes_op(config, [("a", 1), ("b", [2])], "task", "path"), [SAVED])
     (stmt,) = sent
     assert stmt.name == "insert_writes"
     assert (stmt.params["task_id"], stmt.params["task_path"]) == ("task", "path")
@@ -210,6 +227,42 @@ def test_writes_go_in_one_statement_indexed_by_position_and_special_ones_replace
     ]
     assert decoded == [1, [2]]
 
-    sent, _ = drive(core.put_writes_op(config, [("__error__", "boom")], "task"), [[]])
+    sent, _ = drive(core.put_writes_op(config, [("__error__", "boom")], "task"), [SAVED])
     assert (sent[0].name, list(sent[0].params["idxs"])) == ("upsert_writes", [-1])
-    assert drive(core.put_writes_op(config, [], "task"), []) == ([], None)
+    assert drive(core.put_writes_op(config, [], "task"), []) == ([], True)
+
+
+def test_writes_that_meet_a_delete_wait_for_it_then_need_their_namespace() -> None:
+    core = SaverCore()
+    config = generate_config("t", checkpoint_id="c1")
+    # nothing stored: a delete held the thread (or the writes were saved already)
+    sent, saved = drive(core.put_writes_op(config, [("a", 1)], "task"), [[]])
+    assert (saved, sent[0].name) == (False, "insert_writes")
+    # the caller runs it again, in one transaction: wait for the delete, then save
+    again = core.put_writes_op(config, [("a", 1)], "task", after_delete=True)
+    sent, saved = drive(again, [[{}], SAVED])
+    assert [s.name for s in sent] == ["wait_for_thread_deletes", "insert_writes_checked"]
+    assert sent[0].params["lock_key"] == maintenance_lock_key("t")
+    assert saved
+    # saved already, by an earlier attempt of the task: done
+    again = core.put_writes_op(config, [("a", 1)], "task", after_delete=True)
+    sent, saved = drive(again, [[{}], [], [{"found": True}]])
+    assert (sent[-1].name, saved) == ("thread_namespace_exists", True)
+    # the delete took the namespace: the run is told, nothing is stored
+    with pytest.raises(MissingCheckpointError, match="'c1' of thread 't'"):
+        again = core.put_writes_op(config, [("a", 1)], "task", after_delete=True)
+        drive(again, [[{}], [], [{"found": False}]])
+
+
+def test_writes_that_land_after_their_threads_deletion_was_found_are_removed() -> None:
+    core = SaverCore()
+    config = generate_config("t", checkpoint_id="c1")
+    op = core.put_writes_op(config, [("a", 1)], "task")
+    assert next(op).name == "insert_writes"
+    # meanwhile a put of the same saver finds the thread deleted under the run
+    core.deleted_under_runs[("t", "")] = None
+    assert op.send(SAVED).name == "wait_for_thread_saves"
+    forget = op.send([{}])
+    assert (forget.name, forget.params["checkpoint_ids"]) == ("forget_orphan_writes", ["c1"])
+    with pytest.raises(MissingCheckpointError):
+        op.send([])

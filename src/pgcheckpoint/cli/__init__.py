@@ -43,6 +43,8 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_OK",
     "EXIT_USAGE",
+    "MAX_COUNT",
+    "MAX_DURATION_SECONDS",
     "CliError",
     "add_command",
     "add_connection_options",
@@ -52,6 +54,7 @@ __all__ = [
     "print_table",
     "resolve_dsn",
     "resolve_schema",
+    "seconds_value",
 ]
 
 # Modules of this package that add commands, in `--help` order. Append yours.
@@ -71,8 +74,10 @@ EXIT_INTERRUPTED = 130
 
 # The --dsn (or $PGCHECKPOINT_DSN) that names the embedded server.
 EMBEDDED = "embedded"
-# Postgres truncates longer identifiers, so a longer schema would silently differ.
-_MAX_IDENTIFIER_BYTES = 63
+# The largest whole number an option takes: statements take counts as int4.
+MAX_COUNT = 2**31 - 1
+# The longest age or duration an option takes (1,000 years).
+MAX_DURATION_SECONDS = 1000 * 365 * 86400
 
 
 class CliError(PgCheckpointError):
@@ -96,7 +101,7 @@ DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
 def positive_int(text: str) -> int:
-    """An argparse type: a whole number of at least 1.
+    """An argparse type: a whole number from 1 to `MAX_COUNT`.
 
     Example:
         >>> positive_int("3")
@@ -108,6 +113,26 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if value < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
+    if value > MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_COUNT}")
+    return value
+
+
+def seconds_value(text: str) -> float:
+    """An argparse type: a number of seconds, 0 or more, finite.
+
+    Example:
+        >>> seconds_value("2.5")
+        2.5
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 <= value <= MAX_DURATION_SECONDS:  # NaN and infinities too
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number of seconds from 0 to {MAX_DURATION_SECONDS}"
+        )
     return value
 
 
@@ -196,22 +221,25 @@ def resolve_dsn(args: argparse.Namespace) -> str:
         raise CliError(str(exc), exit_code=EXIT_USAGE) from None
 
 
-def resolve_schema(args: argparse.Namespace) -> str:
-    """The schema of `--schema` (default "public"), checked.
+def resolve_schema(args: argparse.Namespace, option: str = "schema") -> str:
+    """The schema of `--schema` (or another such option; default "public"), checked.
+
+    Any name PostgreSQL accepts as it is works; others (over 63 bytes, empty,
+    `pg_...`) are refused as bad usage.
 
     Example:
         >>> resolve_schema(argparse.Namespace())
         'public'
     """
-    schema: str = getattr(args, "schema", None) or "public"
-    size = len(schema.encode("utf-8"))
-    if size > _MAX_IDENTIFIER_BYTES:
-        raise CliError(
-            f"schema name {schema!r} is {size} bytes long; Postgres allows "
-            f"{_MAX_IDENTIFIER_BYTES}, use a shorter name",
-            exit_code=EXIT_USAGE,
-        )
-    return schema
+    from ..errors import InvalidInputError
+    from ..validate import check_schema
+
+    schema = getattr(args, option, None)
+    try:
+        return check_schema("public" if schema is None else schema)
+    except InvalidInputError as exc:
+        flag = "--" + option.replace("_", "-")
+        raise CliError(f"{flag}: {exc}", exit_code=EXIT_USAGE) from None
 
 
 def schema_option(schema: str) -> str:
@@ -249,6 +277,9 @@ def print_table(rows: Sequence[Sequence[str]]) -> None:
         table      rows
         pgc_blobs    12
     """
+    from ..terminal import printable
+
+    rows = [[printable(cell) for cell in row] for row in rows]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
         cells = [row[0].ljust(widths[0])]
@@ -364,7 +395,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = _expected_exit_code(exc)
         if code is None or args.traceback:
             raise
-        print(f"pgcheckpoint: error: {_message(exc)}", file=sys.stderr)
+        from ..terminal import printable
+
+        print(f"pgcheckpoint: error: {printable(_message(exc), keep=chr(10))}", file=sys.stderr)
         return code
 
 

@@ -21,7 +21,16 @@ import importlib
 import sys
 from typing import Any
 
-from . import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, add_command, resolve_dsn, resolve_schema
+from . import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    CliError,
+    add_command,
+    positive_int,
+    resolve_dsn,
+    resolve_schema,
+)
 
 
 def register(subparsers: Any) -> None:
@@ -57,7 +66,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--batch-size",
-        type=int,
+        type=positive_int,
         default=200,
         metavar="N",
         help="checkpoints per transaction (default: 200)",
@@ -88,10 +97,9 @@ def run_import(args: argparse.Namespace) -> int:
     from .progress import Progress
 
     schema = resolve_schema(args)
+    from_schema = resolve_schema(args, "from_schema")
     dsn = resolve_dsn(args)
     from_dsn = args.from_dsn or dsn
-    if args.batch_size < 1:
-        raise CliError("--batch-size must be at least 1", exit_code=EXIT_USAGE)
     # strict msgpack: a planted row of the source database must not run code here
     serde = _load_serde(args.serde, "--serde") if args.serde else StrictSerializer()
     source_serde = _load_serde(args.from_serde, "--from-serde") if args.from_serde else None
@@ -108,7 +116,7 @@ def run_import(args: argparse.Namespace) -> int:
         psycopg.connect(dsn, autocommit=True, prepare_threshold=None, row_factory=dict_row)
         as target_conn,
     ):
-        source = PostgresSaver(source_conn, schema=args.from_schema)
+        source = PostgresSaver(source_conn, schema=from_schema)
         target = PostgresSaver(target_conn, serde=serde, schema=schema)
         importer = LangGraphImporter(
             target, source_serde=source_serde, batch_size=args.batch_size

@@ -29,6 +29,7 @@ from . import (
     resolve_dsn,
     resolve_schema,
     schema_option,
+    seconds_value,
 )
 
 
@@ -57,7 +58,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--lock-timeout",
-        type=float,
+        type=seconds_value,
         default=600.0,
         metavar="SECONDS",
         help="how long to wait for another process's migration (default: 600)",
@@ -70,7 +71,7 @@ def register(subparsers: Any) -> None:
         help="downgrade the schema to REV ('base' drops every table)",
     )
     p.add_argument("revision", metavar="REV", help="target revision, or 'base'")
-    p.add_argument("--lock-timeout", type=float, default=600.0, metavar="SECONDS")
+    p.add_argument("--lock-timeout", type=seconds_value, default=600.0, metavar="SECONDS")
     p.set_defaults(handler=run_downgrade)
 
     p = add_command(subparsers, "current", help="print the revision the database is at")
@@ -182,7 +183,35 @@ def run_current(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_FAILED
+    problem = _tables_problem(dsn, schema) if args.check else None
+    if problem is not None:
+        print(f"pgcheckpoint: {problem}", file=sys.stderr)
+        return EXIT_FAILED
     return EXIT_OK
+
+
+def _tables_problem(dsn: str, schema: str) -> str | None:
+    """What is wrong with the tables of a schema whose version table says it is migrated.
+
+    A version table that another role planted, or that outlived its tables,
+    claims revisions whose changes never ran: its tables are missing, or owned
+    by another role than it.
+    """
+    from .. import migrate
+
+    owners = migrate.ownership(dsn, schema=schema).owners
+    version_owner = owners.get(migrate.VERSION_TABLE)
+    missing = [t for t in migrate.TABLES if t not in owners]
+    others = {t: owners[t] for t in migrate.TABLES if t in owners and owners[t] != version_owner}
+    if not missing and not others:
+        return None
+    found = [f"{t} is missing" for t in missing]
+    found += [f"{t} is owned by {o!r}" for t, o in others.items()]
+    return (
+        f"schema {schema!r} has a version table (owned by {version_owner!r}) that does not "
+        f"match its tables: {'; '.join(found)}; run `pgcheckpoint migrate{schema_option(schema)}` "
+        "as the role that owns the tables, which checks them"
+    )
 
 
 def run_grants(args: argparse.Namespace) -> int:

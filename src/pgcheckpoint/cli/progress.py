@@ -100,9 +100,11 @@ class Progress:
 
     def note(self, message: str) -> None:
         """Write a message on its own line without breaking the bar."""
+        from ..terminal import printable
+
         if self.tty:
             self.stream.write("\r\x1b[2K")
-        self.stream.write(f"{self.label}: {message}\n")
+        self.stream.write(f"{self.label}: {printable(message)}\n")
         if self.tty:
             self._draw()
         self.stream.flush()

@@ -18,20 +18,22 @@ Example:
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from ..terminal import json_text
 from . import (
     DURATION_UNITS,
     EXIT_OK,
+    MAX_DURATION_SECONDS,
     add_command,
     human_size,
     positive_int,
     resolve_dsn,
     resolve_schema,
+    seconds_value,
 )
 
 if TYPE_CHECKING:  # the rest is imported by the handlers, keeping `--help` cheap
@@ -112,14 +114,16 @@ def parse_duration(text: str) -> timedelta:
     seconds = sum(int(n) * DURATION_UNITS[unit] for n, unit in _DURATION.findall(compact))
     if seconds <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} is no time at all: give a positive duration")
+    if seconds > MAX_DURATION_SECONDS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is longer than 1000 years ({MAX_DURATION_SECONDS // 604800}w): "
+            "give a shorter duration"
+        )
     return timedelta(seconds=seconds)
 
 
 def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    value = seconds_value(text)
     if not value > 0:
         raise argparse.ArgumentTypeError("must be more than 0")
     return value
@@ -165,7 +169,7 @@ def prune_command(args: argparse.Namespace) -> int:
         else:
             report = saver.prune_older_than(args.older_than, strategy=strategy, **limits)
     if args.json:
-        print(json.dumps(report.as_dict(), ensure_ascii=False))
+        print(json_text(report.as_dict()))
     else:
         _print_report(report, trim=args.keep_last is not None or strategy != "delete")
     return EXIT_OK

@@ -16,9 +16,9 @@ Example:
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
+from ..terminal import json_text
 from . import (
     EXIT_OK,
     add_command,
@@ -76,7 +76,7 @@ def stats_command(args: argparse.Namespace) -> int:
         print(prometheus_text(stats, schema), end="")
         return EXIT_OK
     if args.json:
-        print(json.dumps(stats.as_dict(), ensure_ascii=False))
+        print(json_text(stats.as_dict()))
         return EXIT_OK
     print(f"threads      {stats.threads}")
     print(f"checkpoints  {stats.checkpoints}")
@@ -84,6 +84,14 @@ def stats_command(args: argparse.Namespace) -> int:
     print(f"writes       {stats.writes}")
     print(f"oldest       {_when(stats.oldest)}")
     print(f"newest       {_when(stats.newest)}")
+    lost = stats.unreachable
+    if lost.get("checkpoints") or lost.get("blobs") or lost.get("writes"):
+        print(
+            f"unreachable  {lost['checkpoints']} checkpoints, {lost['blobs']} values, "
+            f"{lost['writes']} writes, {human_size(lost['bytes'])}: rows no read returns"
+        )
+    else:
+        print("unreachable  0")
     print()
     rows = [["table", "rows", "data", "indexes", "total"]]
     counts = dict(zip(TABLES, (stats.checkpoints, stats.blobs, stats.writes), strict=True))

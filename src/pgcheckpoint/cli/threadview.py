@@ -28,17 +28,18 @@ import itertools
 import json
 import os
 import re
-import shlex
 import shutil
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from ..terminal import json_text, printable, shell_quote
 from . import (
     DURATION_UNITS,
     EXIT_OK,
     EXIT_USAGE,
+    MAX_DURATION_SECONDS,
     CliError,
     add_command,
     positive_int,
@@ -155,6 +156,10 @@ def parse_since(text: str, now: dt.datetime | None = None) -> dt.datetime:
     match = _DURATION.match(cleaned)
     if match:
         seconds = float(match.group(1)) * DURATION_UNITS[match.group(2)]
+        if seconds > MAX_DURATION_SECONDS:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} reaches back more than 1000 years: give a shorter duration or a date"
+            )
         now = now if now is not None else dt.datetime.now(dt.timezone.utc)
         return now - dt.timedelta(seconds=seconds)
     iso = text.strip()
@@ -259,15 +264,16 @@ def _fit(line: str, width: int | None) -> str:
 
 
 def _emit(lines: Sequence[str]) -> None:
+    # what the application stored never reaches the terminal raw (escape sequences)
     width = _width()
     out = sys.stdout
     for line in lines:
-        out.write(_fit(line, width) + "\n")
+        out.write(_fit(printable(line), width) + "\n")
     out.flush()
 
 
 def _print_json(data: Any) -> None:
-    print(json.dumps(data, ensure_ascii=False, indent=2))
+    print(json_text(data, indent=2))
 
 
 # -- threads ------------------------------------------------------------------------
@@ -331,7 +337,7 @@ def show_command(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(page_json(page))
     elif args.dot:
-        sys.stdout.write(dot_graph(page))
+        sys.stdout.write(printable(dot_graph(page), keep="\n"))
     else:
         _emit(page_lines(page))
     return EXIT_OK
@@ -347,7 +353,7 @@ def _one_checkpoint(args: argparse.Namespace, found: Sequence[str]) -> str:
     if not found:
         raise CliError(
             f"no checkpoint {args.checkpoint!r} in {where}; `pgcheckpoint show "
-            f"{shlex.quote(args.thread_id)}` lists them"
+            f"{shell_quote(args.thread_id)}` lists them"
         )
     raise CliError(
         f"{args.checkpoint!r} matches several checkpoints of {where} "

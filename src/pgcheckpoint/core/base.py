@@ -12,6 +12,7 @@ import copy
 import itertools
 import os
 import random
+from collections import OrderedDict
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, cast
 
@@ -54,6 +55,8 @@ class CoreBase(BaseCheckpointSaver[str], ValueCodec):
         32
     """
 
+    # The schema of the tables; the savers set it. Thread locks are keyed by it.
+    schema: str = "public"
     # Checkpoints per round trip when copy_thread goes through the client.
     copy_batch_size: int = 200
     # Store lists that grow by appending as deltas on an earlier version, with
@@ -72,6 +75,9 @@ class CoreBase(BaseCheckpointSaver[str], ValueCodec):
         self.caches = CacheBudget(cache_bytes)
         # what this saver last stored or read of each list channel (for deltas)
         self.append_cache = AppendCache(self.caches)
+        # (thread, namespace) where a put found its parent deleted: a run goes on
+        # writing there (LangGraph raises a background put's error at the end)
+        self.deleted_under_runs: OrderedDict[tuple[str, str], None] = OrderedDict()
         self._own_caches()
         # the copies `with_allowlist` made, one per allowlist
         self.allowlist_clones: dict[frozenset[tuple[str, ...]], CoreBase] = {}

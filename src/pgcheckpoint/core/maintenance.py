@@ -1,32 +1,58 @@
 """Whole threads and their history: delete, copy, prune, delete_for_runs.
 
+Deletes follow the protocol of the retention sweeps. In one READ COMMITTED
+transaction a delete takes each thread's maintenance lock, waiting for the
+saves in flight (a put or put_writes holds it shared for its one statement)
+and making later ones wait until it commits; it reads what to delete under the
+lock, deletes it, and for threads deleted whole checks in a new snapshot that
+no row is left. A save that waited then finds its checkpoint gone: a put's
+parent (`MissingParentError`), or the checkpoint of put_writes
+(`MissingCheckpointError`). A delete that still conflicts (two deletes of
+several threads each waiting for each other, a writer that takes no lock)
+rolls back and runs again (`conflict_retries`), then raises
+`ThreadConflictError`.
+
 Example:
     >>> from pgcheckpoint.core import SaverCore
-    >>> next(SaverCore().delete_thread_op("t1")).name
-    'delete_thread'
+    >>> op = SaverCore().delete_thread_op("t1")
+    >>> next(op).name, op.send([]).name
+    ('read_committed', 'lock_threads_for_maintenance')
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
-from ..errors import InvalidInputError
-from ..locking import LOCK_CLASS_MAINTENANCE
-from ..ops import Op, Row, Stmt, checkpoint_keys, row_key
-from ..validate import check_id
+from psycopg.errors import DeadlockDetected, ForeignKeyViolation, LockNotAvailable
+
+from ..errors import InvalidInputError, ThreadConflictError
+from ..locking import maintenance_lock_key
+from ..ops import Op, Row, Stmt, Sweep, checkpoint_keys, row_key
+from ..telemetry import logger
+from ..validate import check_id, check_id_list
 from ..values import Sealer
 from .reads import Reads
 from .reseal import Reseal
 
 __all__ = [
+    "CONFLICTS",
     "COPIED_BLOB_COLUMNS",
     "COPIED_CHECKPOINT_COLUMNS",
     "COPIED_WRITE_COLUMNS",
     "PRUNE_STRATEGIES",
     "Maintenance",
+    "conflict_retries",
 ]
+
+T = TypeVar("T")
+
+# Errors of a delete that concurrent work causes; the delete rolls back and runs again.
+CONFLICTS = (DeadlockDetected, ForeignKeyViolation, LockNotAvailable)
+_ATTEMPTS = 3
+# Rounds of delete-and-check for threads deleted whole, within one transaction.
+_ROUNDS = 3
 
 PRUNE_STRATEGIES = ("keep_latest", "delete")
 # Columns of `thread_checkpoints_page` that `insert_copied_rows` takes as arrays.
@@ -67,10 +93,43 @@ class Maintenance(Reads, Reseal):
         True
     """
 
-    def delete_thread_op(self, thread_id: str) -> Op[None]:
-        """Delete every checkpoint, blob and write of a thread."""
+    def delete_thread_sweep(self, thread_id: str) -> Sweep[None]:
+        """`delete_thread_op` in a transaction, run again when it conflicts (`conflict_retries`).
+
+        Example:
+            >>> saver.run_each(saver.delete_thread_sweep("t1"))  # doctest: +SKIP
+        """
         thread_id = check_id("thread_id", thread_id)
-        yield Stmt("delete_thread", {"thread_id": thread_id})
+        yield from conflict_retries(
+            lambda: self.delete_thread_op(thread_id), "delete_thread", [thread_id]
+        )
+
+    def prune_sweep(
+        self, thread_ids: Sequence[str], *, strategy: str = "keep_latest"
+    ) -> Sweep[None]:
+        """`prune_op` in a transaction, run again when it conflicts (`conflict_retries`).
+
+        Example:
+            >>> saver.run_each(saver.prune_sweep(["t1"]))  # doctest: +SKIP
+        """
+        ids = check_id_list("thread_ids", thread_ids)
+        yield from conflict_retries(lambda: self.prune_op(ids, strategy=strategy), "prune", ids)
+
+    def delete_for_runs_sweep(self, run_ids: Sequence[str]) -> Sweep[None]:
+        """`delete_for_runs_op` in a transaction, run again when it conflicts (`conflict_retries`).
+
+        Example:
+            >>> saver.run_each(saver.delete_for_runs_sweep(["run-1"]))  # doctest: +SKIP
+        """
+        ids = check_id_list("run_ids", run_ids, kind="run_id")
+        yield from conflict_retries(lambda: self.delete_for_runs_op(ids), "delete_for_runs")
+
+    def delete_thread_op(self, thread_id: str) -> Op[None]:
+        """Delete every checkpoint, blob and write of a thread; the caller runs it in one
+        transaction (`conflict_retries`)."""
+        thread_id = check_id("thread_id", thread_id)
+        yield from self.lock_for_delete_op([thread_id])
+        yield from self.delete_whole_op([thread_id])
         self.append_cache.forget_thread(thread_id)
 
     def copy_thread_op(self, source_thread_id: str, target_thread_id: str) -> Op[None]:
@@ -78,11 +137,13 @@ class Maintenance(Reads, Reseal):
 
         Postgres copies the rows in one statement, unless the serializer seals
         values to their thread: then they go through the client, re-sealed
-        for the target (`copy_thread_resealed_op`); the caller runs that in
-        one transaction.
+        for the target (`copy_thread_resealed_op`). The caller runs it in one
+        transaction, which holds the target's maintenance lock shared, as a put.
         """
         source = check_id("thread_id", source_thread_id)
         target = check_id("thread_id", target_thread_id)
+        key = maintenance_lock_key(target, self.schema)
+        yield Stmt("lock_thread_for_saving", {"lock_key": key}, fetch=True)
         if isinstance(self.serde, Sealer):
             yield from self.copy_thread_resealed_op(self.serde, source, target)
             return
@@ -162,25 +223,25 @@ class Maintenance(Reads, Reseal):
             after = rows[-1]
 
     def prune_op(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> Op[None]:
-        """Prune threads in one transaction; the caller runs it in one.
+        """Prune threads in one transaction; the caller runs it in one (`conflict_retries`).
 
         `keep_latest` keeps the newest checkpoint of every namespace, plus the
         ancestors and writes it needs to be rebuilt (a `DeltaChannel` between
-        snapshots), and deletes the rest. Checkpoints saved while the prune
-        runs are newer than the heads it read, so they are never deleted.
+        snapshots), and deletes the rest, with the subgraph namespaces that
+        ran from what it deletes.
         """
-        if isinstance(thread_ids, str):
-            raise InvalidInputError("thread_ids must be a list of thread ids, not one string")
+        ids = check_id_list("thread_ids", thread_ids)
         if strategy not in PRUNE_STRATEGIES:
             raise InvalidInputError(
                 f"unknown prune strategy {strategy!r}; use one of {PRUNE_STRATEGIES!r}"
             )
-        ids = sorted({check_id("thread_id", t) for t in thread_ids})
         if not ids:
             return
-        yield from self._lock_threads_op(ids)
+        yield from self.lock_for_delete_op(ids)
         if strategy == "delete":
-            yield Stmt("delete_threads", {"thread_ids": ids})
+            yield from self.delete_whole_op(ids)
+            for thread_id in ids:
+                self.append_cache.forget_thread(thread_id)
             return
         heads = yield Stmt("thread_heads", {"thread_ids": ids}, fetch=True)
         keep = yield from self.needed_for_op(heads)
@@ -192,49 +253,116 @@ class Maintenance(Reads, Reseal):
             if row_key(r) not in keep
             and r["checkpoint_id"] < newest.get((r["thread_id"], r["checkpoint_ns"]), "")
         ]
+        doomed = yield from self.with_hanging_op(ids, doomed)
         yield from self._delete_checkpoints_op(doomed)
 
     def delete_for_runs_op(self, run_ids: Sequence[str]) -> Op[None]:
         """Delete the checkpoints (and their writes) that the given runs created.
 
         Checkpoints of other runs that still need a deleted one to be rebuilt
-        (their `DeltaChannel` history runs through it) keep it.
+        (their `DeltaChannel` history runs through it) keep it; subgraph
+        namespaces that ran from a deleted one go with it.
         """
-        if isinstance(run_ids, str):
-            raise InvalidInputError("run_ids must be a list of run ids, not one string")
-        ids = sorted({check_id("run_id", r) for r in run_ids})
+        ids = check_id_list("run_ids", run_ids, kind="run_id")
         if not ids:
             return
+        yield Stmt("read_committed")
         rows = yield Stmt("run_checkpoints", {"run_ids": ids}, fetch=True)
+        locked: set[str] = set()
+        while True:
+            # Under the locks, read again: a run may have saved to another thread meanwhile.
+            threads = {r["thread_id"] for r in rows}
+            if threads <= locked:
+                break
+            yield from self._lock_threads_op(sorted(threads - locked))
+            locked |= threads
+            rows = yield Stmt("run_checkpoints", {"run_ids": ids}, fetch=True)
         if not rows:
             return
-        threads = sorted({r["thread_id"] for r in rows})
-        yield from self._lock_threads_op(threads)
-        # Re-read under the lock: a concurrent writer may have added checkpoints.
-        rows = yield Stmt("run_checkpoints", {"run_ids": ids}, fetch=True)
+        thread_ids = sorted({r["thread_id"] for r in rows})
         doomed_keys = {row_key(r) for r in rows}
-        every = yield Stmt("thread_checkpoint_ids", {"thread_ids": threads}, fetch=True)
+        every = yield Stmt("thread_checkpoint_ids", {"thread_ids": thread_ids}, fetch=True)
         survivors = [r for r in every if row_key(r) not in doomed_keys]
         needed = yield from self.needed_for_op(survivors)
         doomed = [r for r in rows if row_key(r) not in needed]
+        doomed = yield from self.with_hanging_op(thread_ids, doomed)
         yield from self._delete_checkpoints_op(doomed)
 
-    def _lock_threads_op(self, thread_ids: Sequence[str]) -> Op[None]:
-        yield Stmt(
-            "lock_threads_for_maintenance",
-            {"thread_ids": list(thread_ids), "lock_class": LOCK_CLASS_MAINTENANCE},
-            fetch=True,
+    def lock_for_delete_op(self, thread_ids: Sequence[str]) -> Op[None]:
+        """Start a delete's transaction: READ COMMITTED, then the threads' maintenance locks."""
+        yield Stmt("read_committed")
+        yield from self._lock_threads_op(thread_ids)
+
+    def delete_whole_op(self, thread_ids: Sequence[str]) -> Op[None]:
+        """Delete threads whole, under their locks, until a new snapshot shows nothing left."""
+        left = list(thread_ids)
+        for _ in range(_ROUNDS):
+            yield Stmt("delete_threads", {"thread_ids": left})
+            rows = yield Stmt("thread_rows_left", {"thread_ids": left}, fetch=True)
+            left = [r["thread_id"] for r in rows]
+            if not left:
+                return
+        raise ThreadConflictError(
+            left,
+            f"threads {left!r} were written to again each of the {_ROUNDS} times they were "
+            "deleted, by a writer that does not wait for the delete (an older pgcheckpoint, "
+            "or SQL of your own); nothing was deleted: stop that writer, then retry",
         )
+
+    def _lock_threads_op(self, thread_ids: Sequence[str]) -> Op[None]:
+        keys = [maintenance_lock_key(t, self.schema) for t in thread_ids]
+        yield Stmt("lock_threads_for_maintenance", {"keys": keys}, fetch=True)
+
+    def with_hanging_op(self, thread_ids: Sequence[str], doomed: Sequence[Row]) -> Op[list[Row]]:
+        """`doomed`, and the checkpoints of the subgraph namespaces that hang off it.
+
+        See `hanging_namespaces` in `sql/queries/_fragments.sql`.
+        """
+        params = {**checkpoint_keys(doomed), "scope_ids": list(thread_ids)}
+        hanging = yield Stmt("hanging_checkpoints", params, fetch=True)
+        everything = {row_key(r): r for r in doomed}
+        for row in hanging:
+            everything.setdefault(row_key(row), row)
+        return list(everything.values())
 
     def needed_for_op(self, kept: Iterable[Row]) -> Op[set[tuple[str, str, str]]]:
         kept = list(kept)
         if not kept:
             return set()
-        rows = yield Stmt(
-"rebuild_dependencies", checkpoint_keys(kept), fetch=True)
+        rows = yield Stmt("rebuild_dependencies", checkpoint_keys(kept), fetch=True)
         return {row_key(r) for r in rows}
 
     def _delete_checkpoints_op(self, doomed: Sequence[Row]) -> Op[None]:
         if not doomed:
             return
         yield Stmt("delete_checkpoints", checkpoint_keys(doomed))
+
+
+def conflict_retries(
+    make: Callable[[], Op[T]], what: str, thread_ids: Sequence[str] = ()
+) -> Sweep[T]:
+    """Run the delete `make()` returns, in a transaction; again when it conflicts.
+
+    A deadlock with another delete, or a foreign-key violation or lock timeout
+    caused by a writer that takes no lock, rolls the transaction back; the
+    delete runs again, up to three times, then raises `ThreadConflictError`.
+
+    Example:
+        >>> prune = lambda: saver.prune_op(["t1"])  # doctest: +SKIP
+        >>> saver.run_each(conflict_retries(prune, "prune", ["t1"]))  # doctest: +SKIP
+    """
+    attempt = 1
+    while True:
+        try:
+            result: T = yield make()
+            return result
+        except CONFLICTS as exc:
+            reason = f"{type(exc).__name__}: {str(exc).strip()}"
+            if attempt >= _ATTEMPTS:
+                raise ThreadConflictError(
+                    list(thread_ids),
+                    f"{what} conflicted with concurrent work on its threads {_ATTEMPTS} "
+                    f"times ({reason}); nothing was deleted: retry later",
+                ) from exc
+            logger.info("%s conflicted with concurrent work (%s); running it again", what, reason)
+            attempt += 1

@@ -28,6 +28,7 @@ from ..integrity import check_chain
 from ..ops import MAX_CHAIN_DEPTH, Op, Row, Stmt, checkpoint_keys, row_key
 from ..validate import (
     STRUCTURAL_KEYS,
+    check_count,
     check_id,
     configurable,
     json_projection,
@@ -98,8 +99,8 @@ class Reads(CoreBase):
         ns = conf.get("checkpoint_ns")
         checkpoint_id = conf.get("checkpoint_id")
         before_id = get_checkpoint_id(before) if before else None
-        if limit is not None and (not isinstance(limit, int) or limit < 0):
-            raise InvalidInputError(f"limit must be a non-negative int or None, not {limit!r}")
+        if limit is not None:
+            limit = check_count("limit", limit, maximum=None)
         if filter is not None and not isinstance(filter, Mapping):
             raise InvalidInputError(f"filter must be a dict, not {type(filter).__name__}")
         readable = getattr(self.serde, "filterable_metadata", None)
@@ -121,7 +122,8 @@ class Reads(CoreBase):
             else check_id("checkpoint_id", checkpoint_id),
             "before": None if before_id is None else check_id("checkpoint_id", before_id),
             "filter": None if projection is None else Jsonb(projection),
-            "limit": None if lossy else limit,
+            # a limit past what a bigint holds is no limit at all
+            "limit": None if lossy or (limit is not None and limit >= 2**63) else limit,
         }
         sealed = as_sealer(self.serde) is not None
         if params["thread_id"] is None:

@@ -27,8 +27,9 @@ from psycopg.types.json import Jsonb
 
 from ..appends import AppendPlan
 from ..arrays import ByteaArray, Int4Array, TextArray
-from ..errors import MissingParentError
+from ..errors import MissingCheckpointError, MissingParentError
 from ..integrity import add_structure, projection_keys
+from ..locking import maintenance_lock_key
 from ..ops import Op, Stmt
 from ..telemetry import note_values
 from ..validate import check_id, thread_of
@@ -39,6 +40,8 @@ __all__ = ["Writes"]
 
 # Channel values stored inline in the checkpoint record, not as blobs.
 _INLINE_TYPES = (str, int, float, bool)
+# Namespaces remembered where a put found its parent deleted (`deleted_under_runs`).
+_DELETED_UNDER_RUNS = 1024
 
 
 class Writes(CoreBase):
@@ -117,6 +120,7 @@ class Writes(CoreBase):
             "checkpoint_id": checkpoint_id,
             "parent_checkpoint_id": parent_id,
             "sealed_parent_id": sealed_parent,
+            "lock_key": maintenance_lock_key(thread_id, self.schema),
             "run_id": None if run_id is None else str(run_id),
             "type": type_,
             "checkpoint": data,
@@ -137,11 +141,21 @@ class Writes(CoreBase):
             self.append_cache.forget_thread(thread_id)
             params.update(self.blob_params(thread_id, checkpoint_ns, blobs, deltas=False))
             rows = yield Stmt("put_checkpoint", params, fetch=True)
+        where_ns = (thread_id, checkpoint_ns)
         if rows and not rows[0]["stored"]:
             # The parent is gone (retention, prune, delete_thread), perhaps while
             # the graph ran on it: a child saved anyway would cut its history short.
+            # What the run's tasks saved since, on either, belongs to nothing now,
+            # and what they save next is refused while the namespace stays empty.
+            self.deleted_under_runs[where_ns] = None
+            while len(self.deleted_under_runs) > _DELETED_UNDER_RUNS:
+                self.deleted_under_runs.popitem(last=False)
+            yield from self._forget_orphan_writes_op(
+                thread_id, checkpoint_ns, [cast(str, parent_id), checkpoint_id]
+            )
             raise MissingParentError(thread_id, checkpoint_ns, checkpoint_id, cast(str, parent_id))
         note_values(cast(TextArray, params["blob_bases"]))
+        self.deleted_under_runs.pop(where_ns, None)
         if self.append_deltas:
             for channel, (version, type_, data, plan) in blobs.items():
                 if type_ == "msgpack":
@@ -166,14 +180,25 @@ class Writes(CoreBase):
         writes: Sequence[tuple[str, Any]],
         task_id: str,
         task_path: str = "",
-    ) -> Op[None]:
-        """Store the writes of one task against a checkpoint."""
+        *,
+        after_delete: bool = False,
+    ) -> Op[bool]:
+        """Store the writes of one task against a checkpoint; False to try again after a delete.
+
+        Like a put, the writes hold the thread's maintenance lock shared, but
+        they only try it: while a delete of the thread holds it, nothing is
+        stored. When nothing was stored (a delete, or regular writes saved
+        already) the op returns False, and the caller runs it again with
+        `after_delete`, in one transaction: it waits for any delete, and saves
+        only if a checkpoint of the namespace is left (`MissingCheckpointError`
+        otherwise), in a snapshot taken after the delete, holding the lock.
+        """
         thread_id, checkpoint_ns = thread_of(config)
         checkpoint_id = check_id("checkpoint_id", get_checkpoint_id(config))
         task_id = check_id("task_id", task_id)
         task_path = check_id("task_path", task_path or "")
         if not writes:
-            return
+            return True
         idxs, channels, types, blobs = Int4Array(), TextArray(), TextArray(), ByteaArray()
         for position, (channel, value) in enumerate(writes):
             name = check_id("channel", channel)
@@ -185,19 +210,56 @@ class Writes(CoreBase):
             types.append(type_)
             blobs.append(data)
         special = all(channel in WRITES_IDX_MAP for channel, _ in writes)
+        where_ns = (thread_id, checkpoint_ns)
+        params = {
+            "thread_id": thread_id,
+            "checkpoint_ns": checkpoint_ns,
+            "checkpoint_id": checkpoint_id,
+            "task_id": task_id,
+            "task_path": task_path,
+            "idxs": idxs,
+            "channels": channels,
+            "types": types,
+            "blobs": blobs,
+            "lock_key": maintenance_lock_key(thread_id, self.schema),
+        }
+        # a run that goes on after its thread was deleted under it saves nothing
+        checked = after_delete or where_ns in self.deleted_under_runs
+        if after_delete:
+            yield Stmt("wait_for_thread_deletes", {"lock_key": params["lock_key"]}, fetch=True)
+        if checked:
+            save = Stmt(
+                "upsert_writes_checked" if special else "insert_writes_checked", params, fetch=True
+            )
+        else:
+            save = Stmt("upsert_writes" if special else "insert_writes", params, fetch=True)
+        saved = bool((yield save))
+        if not saved and not after_delete:
+            return False
+        refused = False
+        if not saved:
+            # regular writes saved already, or no checkpoint of the namespace left
+            where = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
+            rows = yield Stmt("thread_namespace_exists", where, fetch=True)
+            refused = not rows[0]["found"]
+        elif not checked and where_ns in self.deleted_under_runs:
+            # a put found the thread deleted while these waited for a connection:
+            # its clean-up may have run before they landed
+            yield from self._forget_orphan_writes_op(thread_id, checkpoint_ns, [checkpoint_id])
+            refused = True
+        if refused:
+            raise MissingCheckpointError(thread_id, checkpoint_ns, checkpoint_id, task_id)
+        return True
+
+    def _forget_orphan_writes_op(
+        self, thread_id: str, ns: str, checkpoint_ids: list[str]
+    ) -> Op[None]:
+        """Remove the writes of a run whose thread was deleted under it (forget_orphan_writes)."""
+        lock_key = maintenance_lock_key(thread_id, self.schema)
+        yield Stmt("wait_for_thread_saves", {"lock_key": lock_key}, fetch=True)
         yield Stmt(
-            "upsert_writes" if special else "insert_writes",
-            {
-                "thread_id": thread_id,
-                "checkpoint_ns": checkpoint_ns,
-                "checkpoint_id": checkpoint_id,
-                "task_id": task_id,
-                "task_path": task_path,
-                "idxs": idxs,
-                "channels": channels,
-                "types": types,
-                "blobs": blobs,
-            },
+            "forget_orphan_writes",
+            {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_ids": checkpoint_ids},
         )
 
     def blob_params(

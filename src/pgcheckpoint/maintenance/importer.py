@@ -43,7 +43,7 @@ from ..core.maintenance import COPIED_BLOB_COLUMNS, COPIED_CHECKPOINT_COLUMNS, C
 from ..errors import InvalidInputError, PgCheckpointError
 from ..integrity import add_structure, projection_keys
 from ..ops import On, Op, Stmt, Sweep
-from ..validate import check_id
+from ..validate import check_count, check_id
 from ..values import Columns, as_sealer, binding
 
 __all__ = ["ImportStats", "LangGraphImporter", "SourceSchemaError", "import_sweep"]
@@ -126,8 +126,7 @@ class LangGraphImporter:
         source_serde: SerializerProtocol | None = None,
         batch_size: int = 200,
     ) -> None:
-        if batch_size < 1:
-            raise InvalidInputError(f"batch_size must be at least 1, not {batch_size!r}")
+        check_count("batch_size", batch_size, minimum=1)
         self.core = core
         self.source_serde = source_serde
         self.batch_size = batch_size

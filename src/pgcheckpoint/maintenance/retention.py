@@ -10,11 +10,12 @@ A sweep walks the threads in thread_id order, a batch at a time. Each batch is
 one short transaction, so an interrupted sweep leaves every thread whole or
 gone, never half deleted:
 
-1. It tries each thread's maintenance lock (the advisory lock `prune` and
-   `delete_for_runs` take, `LOCK_CLASS_MAINTENANCE`) and its run lock
-   (`lock_thread`), without waiting: a thread another sweep, a prune or a
-   guarded run holds is skipped and reported, so two sweeps at once neither
-   wait for each other nor deadlock.
+1. It tries each thread's maintenance lock (the advisory lock every delete
+   takes, and saves take shared: `pgcheckpoint.locking.maintenance_lock_key`)
+   and its run lock (`lock_thread`), without waiting: a thread another sweep,
+   a delete, a save in flight or a guarded run holds is skipped and reported,
+   so two sweeps at once neither wait for each other nor deadlock, and no
+   save runs while the batch deletes.
 2. Under the locks, it reads the threads again: one that received a new
    checkpoint since the sweep listed it is no longer idle and is kept.
 3. It deletes, checkpoints first. A put locks its parent checkpoint (FOR KEY
@@ -27,7 +28,8 @@ gone, never half deleted:
 
 Keeping the newest checkpoints (`keep_latest`, `keep_last`) also keeps what
 they need to be rebuilt: a `DeltaChannel`'s history back to its snapshot
-(`rebuild_dependencies`) and the bases of values stored as deltas. A batch that
+(`rebuild_dependencies`) and the bases of values stored as deltas; the subgraph
+namespaces that ran from a deleted checkpoint go with it. A batch that
 hits a foreign-key violation (a concurrent put stored a delta on a value being
 deleted) or a deadlock rolls back and runs again one thread at a time; a thread
 that fails alone is reported and left for the next sweep.
@@ -47,14 +49,16 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from psycopg import DataError
 from psycopg.errors import DeadlockDetected, ForeignKeyViolation, LockNotAvailable
 
 from ..core import SaverCore
 from ..core.maintenance import PRUNE_STRATEGIES
 from ..errors import InvalidInputError
-from ..locking import LOCK_CLASS_MAINTENANCE, LOCK_CLASS_THREAD, thread_lock_key
+from ..locking import maintenance_lock_key, thread_lock_key
 from ..ops import Op, Row, Stmt, Sweep, checkpoint_keys, row_key
 from ..telemetry import logger
+from ..validate import check_count
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -201,6 +205,7 @@ def keep_last_sweep(
     """
     if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
         raise InvalidInputError(f"keep must be a positive int, not {keep!r}")
+    check_count("keep", keep, minimum=1)
     return _sweep(
         core,
         older_than=None,
@@ -222,14 +227,17 @@ class _Limits:
 def _limits(batch_size: int, max_threads: int | None, max_seconds: float | None) -> _Limits:
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidInputError(f"batch_size must be a positive int, not {batch_size!r}")
+    check_count("batch_size", batch_size, minimum=1)
     if max_threads is not None and (
         isinstance(max_threads, bool) or not isinstance(max_threads, int) or max_threads < 1
     ):
         raise InvalidInputError(f"max_threads must be a positive int or None, not {max_threads!r}")
+    if max_threads is not None:
+        check_count("max_threads", max_threads, minimum=1)
     if max_seconds is not None and (
         isinstance(max_seconds, bool)
         or not isinstance(max_seconds, int | float)
-        or max_seconds <= 0
+        or not max_seconds > 0  # NaN too
     ):
         raise InvalidInputError(
             f"max_seconds must be a positive number or None, not {max_seconds!r}"
@@ -252,7 +260,13 @@ def _sweep(
     report = PruneReport(dry_run=dry_run)
     cutoff: datetime | None = None
     if older_than is not None:
-        rows = yield _fetch(Stmt("retention_cutoff", {"older_than": older_than}, fetch=True))
+        try:
+            rows = yield _fetch(Stmt("retention_cutoff", {"older_than": older_than}, fetch=True))
+        except DataError:
+            raise InvalidInputError(
+                f"older_than {older_than} reaches back past the oldest time PostgreSQL "
+                "stores (4713 BC); give a shorter age"
+            ) from None
         cutoff = rows[0]["cutoff"]
     # Only threads with something to trim: more than `keep` checkpoints somewhere.
     select = {"cutoff": cutoff, "keep_last": keep}
@@ -347,14 +361,13 @@ def _fetch(stmt: Stmt) -> Op[list[Row]]:
 
 def _lock_op(thread_ids: Sequence[str], schema: str) -> Op[list[str]]:
     """Take what locks can be had, in READ COMMITTED; the threads now held."""
-    yield Stmt("retention_read_committed")
+    yield Stmt("read_committed")
     rows = yield Stmt(
         "retention_lock_threads",
         {
             "thread_ids": list(thread_ids),
+            "lock_keys": [maintenance_lock_key(t, schema) for t in thread_ids],
             "run_lock_keys": [thread_lock_key(t, schema) for t in thread_ids],
-            "lock_class": LOCK_CLASS_MAINTENANCE,
-            "run_lock_class": LOCK_CLASS_THREAD,
             "lock_timeout": LOCK_TIMEOUT,
         },
         fetch=True,
@@ -418,6 +431,7 @@ def _trim_batch_op(
     )
     needed = yield from core.needed_for_op(r for r in rows if r["rank"] <= keep)
     doomed = [r for r in rows if r["rank"] > keep and row_key(r) not in needed]
+    doomed = yield from core.with_hanging_op(sorted({r["thread_id"] for r in rows}), doomed)
     if not doomed:
         return {"skipped": skipped}
     measured = yield Stmt(

@@ -35,7 +35,7 @@ from ..crypto import LANGGRAPH_EAX_LABEL, PLAINTEXT_LABEL, EncryptedSerde, ciphe
 from ..drivers import libpq_dsn
 from ..errors import InvalidInputError
 from ..ops import Op, Row, Stmt, Sweep
-from ..validate import json_projection
+from ..validate import check_count, json_projection
 from ..values import FORMAT_2, binding
 
 __all__ = ["VALUE_KINDS", "RotationReport", "rotate_key", "rotation_sweep"]
@@ -244,6 +244,7 @@ def rotation_sweep(
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidInputError(f"batch_size must be a positive int, not {batch_size!r}")
+    check_count("batch_size", batch_size, minimum=1)
     serde = core.serde
     if not isinstance(serde, EncryptedSerde):
         raise InvalidInputError(

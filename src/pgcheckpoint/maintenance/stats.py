@@ -18,6 +18,7 @@ from psycopg import sql
 from ..errors import InvalidInputError
 from ..migrate import TABLES
 from ..ops import Op, Stmt
+from ..validate import check_count
 
 __all__ = ["StorageStats", "prometheus_text", "storage_stats_op"]
 
@@ -37,6 +38,10 @@ class StorageStats:
             `total_bytes`.
         largest: The threads whose values take most space, largest first:
             thread_id, checkpoints, blobs, writes, bytes, oldest, newest.
+        unreachable: Rows no read reaches, and their stored size (`checkpoints`,
+            `blobs`, `writes`, `bytes`): subgraph runs that hang off no checkpoint
+            that exists, writes of checkpoints that do not exist, values of
+            namespaces with no checkpoint. A prune leaves no subgraph run hanging.
 
     Example:
         >>> StorageStats(threads=0, checkpoints=0, blobs=0, writes=0).tables
@@ -51,6 +56,7 @@ class StorageStats:
     newest: datetime | None = None
     tables: dict[str, dict[str, int]] = field(default_factory=dict)
     largest: list[dict[str, Any]] = field(default_factory=list)
+    unreachable: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """The stats as JSON-ready data (times in ISO 8601).
@@ -126,6 +132,7 @@ def storage_stats_op(schema: str = "public", *, top: int = 10) -> Op[StorageStat
     """
     if isinstance(top, bool) or not isinstance(top, int) or top < 0:
         raise InvalidInputError(f"top must be a non-negative int, not {top!r}")
+    check_count("top", top)
     rows = yield Stmt("storage_counts", fetch=True)
     stats = StorageStats(**{k: v for k, v in rows[0].items()})
     sizes = yield Stmt(
@@ -140,6 +147,8 @@ def storage_stats_op(schema: str = "public", *, top: int = 10) -> Op[StorageStat
         r["table_name"]: {k: int(r[k]) for k in ("table_bytes", "index_bytes", "total_bytes")}
         for r in sizes
     }
+    lost = yield Stmt("storage_unreachable", {"scope_ids": None}, fetch=True)
+    stats.unreachable = {k: int(v) for k, v in lost[0].items()}
     if top:
         largest = yield Stmt("storage_largest_threads", {"limit": top}, fetch=True)
         stats.largest = [

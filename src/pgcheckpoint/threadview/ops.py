@@ -33,7 +33,7 @@ from ..core.reads import checkpoint_tuple, pending_write_rows, stored_pieces
 from ..crypto import KEYS_ENV, PLAINTEXT_LABEL, cipher_label
 from ..errors import DecryptionError, UnreadableValueError
 from ..integrity import take_structure
-from ..locking import LOCK_CLASS_THREAD, thread_lock_key
+from ..locking import thread_lock_key
 from ..ops import Op, Row, Stmt, row_key
 from ..validate import check_id
 from ..values import Columns, Sealer, binding
@@ -342,7 +342,7 @@ def recent_threads_op(
     if keys:
         locks = yield Stmt(
             "inspect_thread_lock_holders",
-            {"keys": list(keys), "lock_class": LOCK_CLASS_THREAD},
+            {"keys": list(keys)},
             fetch=True,
         )
         holders = {keys[r["key"]]: int(r["holder_pid"]) for r in locks}

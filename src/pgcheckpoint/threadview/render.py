@@ -21,13 +21,13 @@ import dataclasses
 import datetime as dt
 import json
 import pprint
-import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from langgraph.checkpoint.base import CheckpointTuple
 
+from ..terminal import printable, shell_quote
 from .model import CheckpointNode, SubgraphInfo, TaskInfo, ThreadPage, ThreadSummary
 from .payloads import jsonable, summarize
 from .triggers import START, classify, is_edge, is_internal
@@ -343,7 +343,7 @@ def page_lines(page: ThreadPage) -> list[str]:
     if page.older:
         lines.append(
             f"┆ {page.older:,} older checkpoints not shown; the page before: pgcheckpoint show "
-            f"{shlex.quote(page.thread_id)}{_ns_option(page.checkpoint_ns)} --checkpoint "
+            f"{shell_quote(page.thread_id)}{_ns_option(page.checkpoint_ns)} --checkpoint "
             f"{page.older_id} --limit {len(page.nodes)}"
         )
     short = short_ids([n.checkpoint_id for n in page.nodes])
@@ -362,7 +362,7 @@ def page_lines(page: ThreadPage) -> list[str]:
 
 
 def _ns_option(ns: str) -> str:
-    return f" --ns {shlex.quote(ns)}" if ns else ""
+    return f" --ns {shell_quote(ns)}" if ns else ""
 
 
 def short_ids(ids: Sequence[str]) -> dict[str, str]:
@@ -531,7 +531,9 @@ def dot_graph(page: ThreadPage) -> str:
 
 
 def _dot(text: str) -> str:
-    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    # control characters are shown as escapes (`\x1b`, its backslash escaped for DOT)
+    escaped = printable(text, keep="\n").replace("\\", "\\\\")
+    escaped = escaped.replace('"', '\\"').replace("\n", "\\n")
     return f'"{escaped}"'
 
 
