@@ -19,6 +19,7 @@ from __future__ import annotations
 from alembic import op
 from sqlalchemy import text
 
+from pgcheckpoint.errors import DowngradeRefusedError
 from pgcheckpoint.migrate import ident
 
 revision = "0004"
@@ -53,7 +54,7 @@ def downgrade(schema: str = "public") -> None:
             .scalar()
         )
         if sealed:
-            raise RuntimeError(
+            raise DowngradeRefusedError(
                 f"{sealed} rows are sealed in row format 2, which revision 0003 (pgcheckpoint "
                 "0.1.0) cannot read; delete those threads, or restore a backup taken before "
                 "the upgrade, then downgrade"

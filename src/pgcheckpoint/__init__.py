@@ -13,6 +13,7 @@ from .aio import AsyncPostgresSaver
 from .crypto import EncryptedSerde
 from .errors import (
     DecryptionError,
+    DowngradeRefusedError,
     DriverMismatchError,
     InvalidInputError,
     MissingCheckpointError,
@@ -32,6 +33,7 @@ from .telemetry import Telemetry
 __all__ = [
     "AsyncPostgresSaver",
     "DecryptionError",
+    "DowngradeRefusedError",
     "DriverMismatchError",
     "EncryptedSerde",
     "InvalidInputError",

@@ -16,6 +16,7 @@ from psycopg_pool import PoolTimeout
 
 __all__ = [
     "DecryptionError",
+    "DowngradeRefusedError",
     "DriverMismatchError",
     "InvalidInputError",
     "MissingCheckpointError",
@@ -69,6 +70,15 @@ class SchemaOutOfDateError(PgCheckpointError):
     Example:
         >>> str(SchemaOutOfDateError("run `pgcheckpoint migrate`"))
         'run `pgcheckpoint migrate`'
+    """
+
+
+class DowngradeRefusedError(PgCheckpointError):
+    """A downgrade would strand rows the older revision cannot read; nothing changed.
+
+    Example:
+        >>> issubclass(DowngradeRefusedError, PgCheckpointError)
+        True
     """
 
 
