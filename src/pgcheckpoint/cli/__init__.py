@@ -48,6 +48,7 @@ __all__ = [
     "CliError",
     "add_command",
     "add_connection_options",
+    "database_error",
     "human_size",
     "main",
     "positive_int",
@@ -420,7 +421,27 @@ def _message(exc: BaseException) -> str:
     if isinstance(exc, psycopg.OperationalError) and not isinstance(exc, PgCheckpointError):
         return f"cannot use the database: {text}"
     if isinstance(exc, psycopg.Error) and not isinstance(exc, PgCheckpointError):
-        return f"{type(exc).__name__}: {text}"
+        return database_error(exc)
+    return text
+
+
+def database_error(exc: BaseException) -> str:
+    """One line for an error the server raised, with what to do where it is known.
+
+    Example:
+        >>> import psycopg
+        >>> text = database_error(psycopg.errors.ReadOnlySqlTransaction("cannot execute DELETE"))
+        >>> text.endswith("point --dsn at the primary")
+        True
+    """
+    import psycopg
+
+    text = f"{type(exc).__name__}: {str(exc).strip()}"
+    if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
+        text += (
+            "; this server takes no writes (a standby, or default_transaction_read_only"
+            " is on): point --dsn at the primary"
+        )
     return text
 
 

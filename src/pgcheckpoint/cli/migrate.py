@@ -26,6 +26,7 @@ from . import (
     CliError,
     add_command,
     add_connection_options,
+    database_error,
     resolve_dsn,
     resolve_schema,
     schema_option,
@@ -273,8 +274,7 @@ def _alembic_errors(schema: str) -> Iterator[None]:
         raise CliError(_revision_hint(str(exc), schema)) from exc
     except DBAPIError as exc:
         # the driver's own error says it best; SQLAlchemy adds the statement text
-        orig = exc.orig if exc.orig is not None else exc
-        raise CliError(f"{type(orig).__name__}: {str(orig).strip()}") from exc
+        raise CliError(database_error(exc.orig if exc.orig is not None else exc)) from exc
 
 
 _HINTS: list[tuple[str, Callable[[str], str]]] = [
