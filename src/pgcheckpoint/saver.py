@@ -104,7 +104,7 @@ class PostgresSaver(RefusesAsync):
             without thread ids.
         cache_bytes: The memory the saver may keep between calls (stored lists
             for deltas, decoded `DeltaChannel` values), shared with its
-            `with_allowlist` copies; 0 keeps nothing. See the README's "Memory".
+            `with_allowlist` copies; 0 keeps nothing. See docs/memory.md.
 
     Example:
         >>> pool = ConnectionPool(DSN)  # doctest: +SKIP

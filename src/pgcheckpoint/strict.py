@@ -12,7 +12,7 @@ type, instead of its bare arguments. The command line (`pgcheckpoint threads`,
 
 Applications choose for themselves: `JsonPlusSerializer(allowed_msgpack_modules=None)`
 (or `LANGGRAPH_STRICT_MSGPACK=true`) is LangGraph's strict mode, extended with
-`allowed_msgpack_modules=[...]`; see the README.
+`allowed_msgpack_modules=[...]`; see docs/encryption.md.
 
 Example:
     >>> from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
