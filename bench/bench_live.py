@@ -28,32 +28,11 @@ from typing import Any
 from bench_db import POOL_SIZE, SAVERS, Databases, sync_saver
 from bench_graphs import chat_graph, config, human
 from bench_report import Row, Stat
-from bench_timing import Plan, Results, log, ms
-from psycopg import Connection, Cursor
+from bench_timing import Clock, Plan, Results, log, ms
 
 # the size of a message in the chat users reported (~330 characters)
 LIVE_MESSAGE_BYTES = 330
 LAST_TURNS = 50
-
-
-class Clock:
-    """Seconds spent in `Cursor.execute` on the connections it was installed on."""
-
-    def __init__(self) -> None:
-        self.seconds = 0.0
-
-    def configure(self, conn: Connection[Any]) -> None:
-        clock = self
-
-        class TimedCursor(Cursor[Any]):
-            def execute(self, *args: Any, **kwargs: Any) -> Any:
-                t0 = time.perf_counter()
-                try:
-                    return super().execute(*args, **kwargs)
-                finally:
-                    clock.seconds += time.perf_counter() - t0
-
-        conn.cursor_factory = TimedCursor
 
 
 @contextlib.contextmanager
