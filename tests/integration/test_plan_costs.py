@@ -148,3 +148,31 @@ def test_delta_walk_reads_only_the_walked_writes_without_statistics(db_dsn: str)
         if n.get("Relation Name") == "pgc_writes"
     )
     assert read <= walked_writes, read
+
+
+def test_hot_reads_settle_on_a_generic_plan(populated: tuple[str, PostgresSaver]) -> None:
+    """Past its five custom plans, `get_tuple` runs a cached generic plan.
+
+    Postgres keeps planning a prepared statement at every call when its generic
+    plan looks costlier than the custom ones: the latest checkpoint, read by
+    ORDER BY ... LIMIT 1 over its joined values, was planned anew every time.
+    (A list page stays planned per call: its generic plan cannot see the limit.)
+    """
+    dsn, _ = populated
+    config: dict[str, Any] = {"configurable": {"thread_id": "chat", "checkpoint_ns": ""}}
+    with psycopg.connect(dsn, autocommit=True, prepare_threshold=0) as conn:
+        saver = PostgresSaver(conn)
+        for _ in range(8):
+            latest = saver.get_tuple(config)
+            assert latest is not None
+            saver.get_tuple(latest.config)
+            list(saver.list(config, limit=10))
+        plans = {
+            str(name): (generic, custom)
+            for name, generic, custom in conn.execute(
+                "SELECT split_part(statement, E'\\n', 1), generic_plans, custom_plans"
+                " FROM pg_prepared_statements WHERE statement LIKE '-- pgcheckpoint: %'"
+            )
+        }
+    for name in ("get_latest_checkpoint", "get_checkpoint_by_id", "listed_values"):
+        assert plans[f"-- pgcheckpoint: {name}"][0] > 0, (name, plans)
