@@ -236,7 +236,9 @@ def sync_saver(
 
 
 @contextlib.asynccontextmanager
-async def async_saver(kind: str, dsn: str, *, size: int = POOL_SIZE) -> AsyncIterator[Any]:
+async def async_saver(
+    kind: str, dsn: str, *, size: int = POOL_SIZE, **pool_kwargs: Any
+) -> AsyncIterator[Any]:
     """The asyncio twin of `sync_saver`."""
     async with AsyncConnectionPool(
         dsn,
@@ -245,6 +247,7 @@ async def async_saver(kind: str, dsn: str, *, size: int = POOL_SIZE) -> AsyncIte
         kwargs=dict(CONNECTION_KWARGS),
         name=f"bench-{kind}",
         open=False,
+        **pool_kwargs,
     ) as pool:
         await pool.wait()
         if kind in ("ours", NOTHING_CACHED):

@@ -5,13 +5,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import Callable, Sequence
+import statistics
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bench_db import SAVERS, Databases, async_saver, sync_saver
+from bench_db import POOL_SIZE, SAVERS, Databases, async_saver, sync_saver
 from bench_graphs import Put, PutWrites, Recording, config, replay
-from bench_timing import Plan, Results, atimed, log, row, timed
+from bench_timing import Clock, Plan, Results, atimed, log, row, timed
 from bench_wire import WireTrace
 from langgraph.checkpoint.base.id import uuid6
 
@@ -57,6 +59,20 @@ def ops_data(recording: Recording, turn: int, mode: str, count: int) -> OpsData:
     return OpsData(turn, head.checkpoint["id"], puts, writes)
 
 
+# Postgres plans a prepared statement afresh at each of its first five
+# executions on a connection, then may settle on a generic plan. The pool hands
+# its connections out in turn: past STEADY_WARMUP calls every one is past them
+# (the steady state); the first FRESH_CALLS calls of a fresh pool are each
+# connection's first two (what a new worker process pays).
+STEADY_WARMUP = 6 * POOL_SIZE
+FRESH_CALLS = 2 * POOL_SIZE
+FRESH_ROUNDS = 2
+# where both savers run `execute` (the official saver pipelines its writes)
+READS = ("get_tuple latest", "get_tuple by id", "list(limit=10)")
+
+Times = dict[str, list[float]]
+
+
 def run_ops(
     dbs: Databases,
     plan: Plan,
@@ -72,7 +88,7 @@ def run_ops(
                 replay(saver, recording.upto(turn), f"chat{turn}")
         dbs.analyze(dsns[kind])
     log("ops: chats replayed at turns " + ", ".join(map(str, plan.ops_turns)))
-    count = plan.samples + plan.warmup
+    count = plan.samples + STEADY_WARMUP + FRESH_CALLS * FRESH_ROUNDS
     for mode in modes:
         data = {
             t: ops_data(recording, t, mode, count + plan.wire_calls + 1) for t in plan.ops_turns
@@ -88,59 +104,168 @@ def run_ops(
 
 
 def _ops_rows(
-    results: Results, mode: str, turn: int, times: dict[str, dict[str, list[float]]]
+    results: Results,
+    mode: str,
+    turn: int,
+    measured: dict[str, tuple[Times, Times]],
+    fresh: dict[str, tuple[Times, Times]],
 ) -> None:
     targets = {("put", 200): 0.4, ("list(limit=10)", 200): 0.3}
-    for op, t in times.items():
-        results.rows += row("ops", f"{op} @ turn {turn}", mode, t, target=targets.get((op, turn)))
+    for op, (t, execs) in measured.items():
+        results.rows += row(
+            "ops",
+            f"{op} @ turn {turn}",
+            mode,
+            t,
+            target=targets.get((op, turn), 1.0 if turn == 10 else None),
+            note=_execute_note(op, execs),
+        )
+    for op, (t, execs) in fresh.items():
+        results.rows += row(
+            "ops", f"{op} @ turn {turn}, fresh pool", mode, t, note=_execute_note(op, execs)
+        )
+
+
+def _execute_note(op: str, execs: Times) -> str:
+    if op not in READS:
+        return ""
+    p50 = {k: statistics.median(v) * 1000 for k, v in execs.items() if v}
+    return "in execute p50: " + ", ".join(
+        f"{'pgcheckpoint' if k == 'ours' else k} {v:.2f} ms" for k, v in p50.items()
+    )
+
+
+def _sync_calls(saver: Any, d: OpsData) -> dict[str, Callable[[int], object]]:
+    latest, by_id = config(f"chat{d.turn}"), config(f"chat{d.turn}", d.head_id)
+    return {
+        "get_tuple latest": lambda i: saver.get_tuple(latest),
+        "get_tuple by id": lambda i: saver.get_tuple(by_id),
+        "list(limit=10)": lambda i: list(saver.list(latest, limit=10)),
+        "put_writes": lambda i: saver.put_writes(*d.writes[i]),
+        "put": lambda i: saver.put(*d.puts[i]),
+    }
+
+
+def _async_calls(saver: Any, d: OpsData) -> dict[str, Callable[[int], Awaitable[object]]]:
+    latest, by_id = config(f"chat{d.turn}"), config(f"chat{d.turn}", d.head_id)
+
+    async def alist(i: int) -> list[Any]:
+        return [t async for t in saver.alist(latest, limit=10)]
+
+    return {
+        "get_tuple latest": lambda i: saver.aget_tuple(latest),
+        "get_tuple by id": lambda i: saver.aget_tuple(by_id),
+        "list(limit=10)": alist,
+        "put_writes": lambda i: saver.aput_writes(*d.writes[i]),
+        "put": lambda i: saver.aput(*d.puts[i]),
+    }
 
 
 def _ops_sync(dsns: dict[str, str], plan: Plan, data: dict[int, OpsData], results: Results) -> None:
+    clocks = {k: Clock() for k in dsns}
     with contextlib.ExitStack() as stack:
-        savers = {k: stack.enter_context(sync_saver(k, dsns[k])) for k in dsns}
+        savers = {
+            k: stack.enter_context(sync_saver(k, dsns[k], configure=clocks[k].configure))
+            for k in dsns
+        }
+        measured = {}
         for d in data.values():
-            _ops_rows(results, "sync", d.turn, _ops_sync_turn(savers, plan, d))
+            calls = {k: _sync_calls(savers[k], d) for k in savers}
+            measured[d.turn] = {}
+            for op in calls["ours"]:
+                execs: Times = {k: [] for k in savers}
+
+                def call(
+                    k: str, i: int, op: str = op, execs: Times = execs, calls: Any = calls
+                ) -> None:
+                    before = clocks[k].seconds
+                    calls[k][op](i)
+                    if i >= STEADY_WARMUP:
+                        execs[k].append(clocks[k].seconds - before)
+
+                times = timed(tuple(savers), plan.samples, STEADY_WARMUP, plan.block, call)
+                measured[d.turn][op] = (times, execs)
+    for d in data.values():
+        fresh = _fresh_sync(dsns, plan, d)
+        _ops_rows(results, "sync", d.turn, measured[d.turn], fresh)
 
 
-def _ops_sync_turn(
-    savers: dict[str, Any], plan: Plan, d: OpsData
-) -> dict[str, dict[str, list[float]]]:
-    latest, by_id = config(f"chat{d.turn}"), config(f"chat{d.turn}", d.head_id)
-    args = (tuple(savers), plan.samples, plan.warmup, plan.block)
-    return {
-        "get_tuple latest": timed(*args, lambda k, i: savers[k].get_tuple(latest)),
-        "get_tuple by id": timed(*args, lambda k, i: savers[k].get_tuple(by_id)),
-        "list(limit=10)": timed(*args, lambda k, i: list(savers[k].list(latest, limit=10))),
-        "put_writes": timed(*args, lambda k, i: savers[k].put_writes(*d.writes[i])),
-        "put": timed(*args, lambda k, i: savers[k].put(*d.puts[i])),
-    }
+def _fresh_sync(dsns: dict[str, str], plan: Plan, d: OpsData) -> dict[str, tuple[Times, Times]]:
+    """Each op's first FRESH_CALLS calls on fresh pools, FRESH_ROUNDS pools per saver."""
+    out: dict[str, tuple[Times, Times]] = {}
+    start = plan.samples + STEADY_WARMUP
+    for r in range(FRESH_ROUNDS):
+        order = list(dsns) if r % 2 == 0 else list(reversed(list(dsns)))
+        for kind in order:
+            clock = Clock()
+            with sync_saver(kind, dsns[kind], configure=clock.configure) as saver:
+                for op, fn in _sync_calls(saver, d).items():
+                    times, execs = out.setdefault(
+                        op, ({k: [] for k in dsns}, {k: [] for k in dsns})
+                    )
+                    for j in range(FRESH_CALLS):
+                        before = clock.seconds
+                        t0 = time.perf_counter()
+                        fn(start + r * FRESH_CALLS + j)
+                        times[kind].append(time.perf_counter() - t0)
+                        execs[kind].append(clock.seconds - before)
+    return out
 
 
 async def _ops_async(
     dsns: dict[str, str], plan: Plan, data: dict[int, OpsData], results: Results
 ) -> None:
+    clocks = {k: Clock() for k in dsns}
     async with contextlib.AsyncExitStack() as stack:
-        savers = {k: await stack.enter_async_context(async_saver(k, dsns[k])) for k in dsns}
+        savers = {
+            k: await stack.enter_async_context(
+                async_saver(k, dsns[k], configure=clocks[k].aconfigure)
+            )
+            for k in dsns
+        }
+        measured = {}
         for d in data.values():
-            _ops_rows(results, "async", d.turn, await _ops_async_turn(savers, plan, d))
+            calls = {k: _async_calls(savers[k], d) for k in savers}
+            measured[d.turn] = {}
+            for op in calls["ours"]:
+                execs: Times = {k: [] for k in savers}
+
+                async def call(
+                    k: str, i: int, op: str = op, execs: Times = execs, calls: Any = calls
+                ) -> None:
+                    before = clocks[k].seconds
+                    await calls[k][op](i)
+                    if i >= STEADY_WARMUP:
+                        execs[k].append(clocks[k].seconds - before)
+
+                times = await atimed(tuple(savers), plan.samples, STEADY_WARMUP, plan.block, call)
+                measured[d.turn][op] = (times, execs)
+    for d in data.values():
+        fresh = await _fresh_async(dsns, plan, d)
+        _ops_rows(results, "async", d.turn, measured[d.turn], fresh)
 
 
-async def _ops_async_turn(
-    savers: dict[str, Any], plan: Plan, d: OpsData
-) -> dict[str, dict[str, list[float]]]:
-    latest, by_id = config(f"chat{d.turn}"), config(f"chat{d.turn}", d.head_id)
-    args = (tuple(savers), plan.samples, plan.warmup, plan.block)
-
-    async def alist(kind: str) -> list[Any]:
-        return [t async for t in savers[kind].alist(latest, limit=10)]
-
-    return {
-        "get_tuple latest": await atimed(*args, lambda k, i: savers[k].aget_tuple(latest)),
-        "get_tuple by id": await atimed(*args, lambda k, i: savers[k].aget_tuple(by_id)),
-        "list(limit=10)": await atimed(*args, lambda k, i: alist(k)),
-        "put_writes": await atimed(*args, lambda k, i: savers[k].aput_writes(*d.writes[i])),
-        "put": await atimed(*args, lambda k, i: savers[k].aput(*d.puts[i])),
-    }
+async def _fresh_async(
+    dsns: dict[str, str], plan: Plan, d: OpsData
+) -> dict[str, tuple[Times, Times]]:
+    out: dict[str, tuple[Times, Times]] = {}
+    start = plan.samples + STEADY_WARMUP
+    for r in range(FRESH_ROUNDS):
+        order = list(dsns) if r % 2 == 0 else list(reversed(list(dsns)))
+        for kind in order:
+            clock = Clock()
+            async with async_saver(kind, dsns[kind], configure=clock.aconfigure) as saver:
+                for op, fn in _async_calls(saver, d).items():
+                    times, execs = out.setdefault(
+                        op, ({k: [] for k in dsns}, {k: [] for k in dsns})
+                    )
+                    for j in range(FRESH_CALLS):
+                        before = clock.seconds
+                        t0 = time.perf_counter()
+                        await fn(start + r * FRESH_CALLS + j)
+                        times[kind].append(time.perf_counter() - t0)
+                        execs[kind].append(clock.seconds - before)
+    return out
 
 
 def _ops_wire(dsns: dict[str, str], plan: Plan, data: dict[int, OpsData], results: Results) -> None:

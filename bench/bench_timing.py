@@ -15,6 +15,7 @@ from typing import Any
 
 from bench_db import NOTHING_CACHED
 from bench_report import Row, Stat
+from psycopg import AsyncConnection, AsyncCursor, Connection, Cursor
 
 # How a row measured on pgcheckpoint with nothing cached says so.
 ZERO_NOTE = "cache_bytes=0"
@@ -74,6 +75,44 @@ def log(message: str) -> None:
 
 def ms(seconds: Sequence[float]) -> list[float]:
     return [s * 1000 for s in seconds]
+
+
+class Clock:
+    """Seconds spent in `execute` on the connections it was installed on (`configure`).
+
+    That is sending, the server's planning and execution, and the network; the
+    rest of a call is client CPU. A saver that pipelines (the official `put`)
+    is not timed there.
+    """
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+    def configure(self, conn: Connection[Any]) -> None:
+        clock = self
+
+        class TimedCursor(Cursor[Any]):
+            def execute(self, *args: Any, **kwargs: Any) -> Any:
+                t0 = time.perf_counter()
+                try:
+                    return super().execute(*args, **kwargs)
+                finally:
+                    clock.seconds += time.perf_counter() - t0
+
+        conn.cursor_factory = TimedCursor
+
+    async def aconfigure(self, conn: AsyncConnection[Any]) -> None:
+        clock = self
+
+        class TimedCursor(AsyncCursor[Any]):
+            async def execute(self, *args: Any, **kwargs: Any) -> Any:
+                t0 = time.perf_counter()
+                try:
+                    return await super().execute(*args, **kwargs)
+                finally:
+                    clock.seconds += time.perf_counter() - t0
+
+        conn.cursor_factory = TimedCursor
 
 
 # -- timing --------------------------------------------------------------------------

@@ -29,7 +29,12 @@ Workloads:
 - storage: pg_total_relation_size of each saver's tables after a 500-turn chat,
   with a plain `add_messages` channel and with `DeltaChannel`; then `get_state`
   of the DeltaChannel chat at its last snapshot (best case) and just before it
-  (worst case of the snapshot cycle).
+  (worst case of the snapshot cycle), on tables ANALYZE has seen.
+- live: the DeltaChannel chat (2 messages of ~330 characters a turn) run turn by
+  turn through a compiled graph on each saver, sync, nothing replayed and no
+  ANALYZE: the cost per turn, then `get_state` and `get_delta_channel_history`
+  at the worst case of the snapshot cycle, on a fresh pool and in the steady
+  state, with the time spent in psycopg's `execute` (bench_live.py).
 - wire: round trips and bytes per call, from libpq's trace in a separate pass.
 - telemetry: the calls of the ops workload on pgcheckpoint alone, as without
   opentelemetry, with its API and no SDK, and with the SDK and an in-memory
@@ -63,6 +68,7 @@ from bench_agent import run_agent
 from bench_concurrency import run_concurrency
 from bench_db import NOTHING_CACHED, POOL_SIZE, ROOT, SAVERS, Databases, server_dsn
 from bench_graphs import Recording, record_chat
+from bench_live import run_live
 from bench_memory import run_memory
 from bench_ops import run_ops
 from bench_report import markdown_table, telemetry_table, wire_table
@@ -70,7 +76,7 @@ from bench_storage import run_storage
 from bench_telemetry import run_telemetry
 from bench_timing import QUICK, Plan, Results, log
 
-SECTIONS = ("ops", "agent", "concurrency", "storage", "memory", "telemetry")
+SECTIONS = ("ops", "agent", "concurrency", "storage", "live", "memory", "telemetry")
 MODES = ("sync", "async")
 
 
@@ -180,6 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "agent": lambda: run_agent(dbs, plan, modes, results, kinds),
             "concurrency": lambda: run_concurrency(dbs, plan, modes, results),
             "storage": lambda: run_storage(dbs, plan, modes, recordings, results, kinds),
+            "live": lambda: run_live(dbs, plan, modes, results),
             "memory": lambda: run_memory(dbs, plan, results),
             "telemetry": lambda: run_telemetry(dbs, plan, modes, recordings[False], results),
         }

@@ -38,21 +38,27 @@ w.task_path COLLATE "C", w.task_id COLLATE "C", w.idx
 -- fragment: ordered_writes
 -- The pending writes of checkpoint `c` as parallel arrays, in `writes_order`. A
 -- statement selects the columns it uses: the planner leaves the others out of
--- the plan, so they are neither computed nor sent.
+-- the plan, so they are neither computed nor sent. The writes are sorted once,
+-- in the subquery, which the aggregates read in that order (Postgres keeps a
+-- subquery's order for aggregates of a level without a join); an ORDER BY in
+-- each aggregate sorted them once per column.
 CROSS JOIN LATERAL (
-    SELECT array_agg(w.task_id ORDER BY {writes_order}) AS write_task_ids,
-           array_agg(w.task_path ORDER BY {writes_order}) AS write_task_paths,
-           array_agg(w.idx ORDER BY {writes_order}) AS write_idxs,
-           array_agg(w.channel ORDER BY {writes_order}) AS write_channels,
-           array_agg(w.type ORDER BY {writes_order}) AS write_types,
-           array_agg(w.blob ORDER BY {writes_order}) AS write_values,
-           array_agg(octet_length(w.blob) ORDER BY {writes_order}) AS write_bytes,
+    SELECT array_agg(w.task_id) AS write_task_ids,
+           array_agg(w.task_path) AS write_task_paths,
+           array_agg(w.idx) AS write_idxs,
+           array_agg(w.channel) AS write_channels,
+           array_agg(w.type) AS write_types,
+           array_agg(w.blob) AS write_values,
+           array_agg(octet_length(w.blob)) AS write_bytes,
            -- the payloads of the special writes only: errors, interrupts, resumes
-           array_agg(CASE WHEN w.idx < 0 THEN w.blob END ORDER BY {writes_order})
-               AS write_payloads
-    FROM {schema}.pgc_writes w
-    WHERE w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns
-      AND w.checkpoint_id = c.checkpoint_id
+           array_agg(CASE WHEN w.idx < 0 THEN w.blob END) AS write_payloads
+    FROM (
+        SELECT w.task_id, w.task_path, w.idx, w.channel, w.type, w.blob
+        FROM {schema}.pgc_writes w
+        WHERE w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns
+          AND w.checkpoint_id = c.checkpoint_id
+        ORDER BY {writes_order}
+    ) w
 ) wr
 
 -- fragment: delta_chain
@@ -90,14 +96,15 @@ chain(thread_id, checkpoint_ns, channel, version, base_version, type, blob, dept
 
 -- fragment: chain_arrays
 -- The pieces of `chain` (delta_chain) as parallel arrays, grouped by channel:
--- each channel's full value first, then the deltas on it. A statement may add
--- `AND ...` to the WHERE clause.
-SELECT array_agg(channel ORDER BY channel, depth DESC) AS blob_channels,
-       array_agg(version ORDER BY channel, depth DESC) AS blob_versions,
-       array_agg(base_version ORDER BY channel, depth DESC) AS blob_bases,
-       array_agg(type ORDER BY channel, depth DESC) AS blob_types,
-       array_agg(blob ORDER BY channel, depth DESC) AS blob_values
-FROM chain
+-- each channel's full value first, then the deltas on it, sorted once for all
+-- the arrays (as in ordered_writes). A statement may add `AND ...` to the
+-- WHERE clause.
+SELECT array_agg(channel) AS blob_channels,
+       array_agg(version) AS blob_versions,
+       array_agg(base_version) AS blob_bases,
+       array_agg(type) AS blob_types,
+       array_agg(blob) AS blob_values
+FROM (SELECT * FROM chain ORDER BY channel, depth DESC) chain
 WHERE depth >= 0
 
 -- fragment: level_walk

@@ -9,6 +9,19 @@ CROSS JOIN LATERAL (
     LIMIT 1
 ) p
 
+-- fragment: walked_writes
+-- The writes `x` of checkpoint `w` of the walk, looked up by primary key prefix
+-- per walked checkpoint. OFFSET 0 keeps the planner from flattening it into a
+-- join: on a table without statistics (a new or fast-growing thread, before
+-- autovacuum's ANALYZE) it then read every write of the thread once per
+-- walked checkpoint.
+CROSS JOIN LATERAL (
+    SELECT * FROM {schema}.pgc_writes x
+    WHERE x.thread_id = %(thread_id)s AND x.checkpoint_ns = %(checkpoint_ns)s
+      AND x.checkpoint_id = w.checkpoint_id
+    OFFSET 0
+) x
+
 -- fragment: delta_history_rows
 -- One round trip: walks the target's parent chain inside Postgres, per channel
 -- down to the nearest ancestor that stores a value for it, and returns the
@@ -64,10 +77,8 @@ SELECT 'w' AS kind, w.depth, w.checkpoint_id, x.channel, NULL::text AS version,
        NULL::text AS base_version, x.task_path, x.task_id, x.idx, x.type, x.blob,
        NULL::text[] AS found
 FROM walk w
-JOIN {schema}.pgc_writes x
-  ON x.thread_id = %(thread_id)s AND x.checkpoint_ns = %(checkpoint_ns)s
- AND x.checkpoint_id = w.checkpoint_id AND x.channel = ANY(w.walking)
-WHERE w.depth > 0
+{walked_writes}
+WHERE w.depth > 0 AND x.channel = ANY(w.walking)
 UNION ALL
 -- a seed's pieces, under the one ancestor that found its channel; idx is the
 -- piece: 0 the seed itself, the highest the full value
@@ -111,10 +122,8 @@ UNION ALL
 SELECT 'x', w.depth, w.checkpoint_id, x.channel, NULL, NULL, x.task_path, x.task_id, x.idx,
        x.type, substr(x.blob, 1, 12) || substr(x.blob, length(x.blob) - 15), NULL
 FROM walk w
-JOIN {schema}.pgc_writes x
-  ON x.thread_id = %(thread_id)s AND x.checkpoint_ns = %(checkpoint_ns)s
- AND x.checkpoint_id = w.checkpoint_id AND NOT (x.channel = ANY(w.walking))
-WHERE w.depth > 0
+{walked_writes}
+WHERE w.depth > 0 AND NOT (x.channel = ANY(w.walking))
 
 -- name: sealed_records
 -- retry: safe

@@ -10,10 +10,12 @@ other threads, in its custom and its generic plan.
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Any
 
 import psycopg
 import pytest
+from langgraph.checkpoint.base.id import uuid6
 from psycopg.rows import dict_row
 
 from pgcheckpoint import PostgresSaver
@@ -99,3 +101,78 @@ def test_maintenance(populated: tuple[str, PostgresSaver]) -> None:
         Stmt("measure_checkpoints", checkpoint_keys(doomed)),
     ]
     assert_cheap(dsn, saver, stmts)
+
+
+def _nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    return [plan, *(n for child in plan.get("Plans", []) for n in _nodes(child))]
+
+
+def test_delta_walk_reads_only_the_walked_writes_without_statistics(db_dsn: str) -> None:
+    """A thread written faster than autovacuum analyzes it: the walk still reads by key.
+
+    Without statistics the planner took the thread's writes for one row and read
+    all of them once for each checkpoint of the walk (20 ms at turn 500 of a chat).
+    """
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        for table in ("pgc_checkpoints", "pgc_writes", "pgc_blobs"):
+            conn.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
+    config: dict[str, Any] = {"configurable": {"thread_id": "chat", "checkpoint_ns": ""}}
+    with PostgresSaver.from_conn_string(db_dsn) as saver:
+        for step in range(240):
+            # a snapshot at step 120 bounds the walk from the last checkpoint
+            values = {"messages": [f"m{step}"]} if step == 120 else {}
+            checkpoint = {
+                "v": 4,
+                "id": str(uuid6()),
+                "ts": datetime.now(timezone.utc).isoformat(),
+                "channel_values": values,
+                "channel_versions": {"messages": f"{step + 1:032}.0"},
+                "versions_seen": {},
+                "updated_channels": ["messages"],
+            }
+            new = {"messages": f"{step + 1:032}.0"}
+            config = saver.put(config, checkpoint, {"step": step}, new)  # type: ignore[arg-type]
+            saver.put_writes(config, [("messages", f"w{step}"), ("other", step)], f"task-{step}")
+        stmt = next(saver.delta_history_op(config, ["messages"]))
+        history = saver.get_delta_channel_history(config=config, channels=["messages"])
+        assert [w[2] for w in history["messages"]["writes"]] == [f"w{s}" for s in range(120, 239)]
+    walked_writes = 2 * 120
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "EXPLAIN (ANALYZE, FORMAT JSON) " + saver.queries[stmt.name], stmt.params
+        ).fetchone()
+    assert row is not None
+    read = sum(
+        n["Actual Rows"] * n["Actual Loops"] + n.get("Rows Removed by Filter", 0)
+        for n in _nodes(row[0][0]["Plan"])
+        if n.get("Relation Name") == "pgc_writes"
+    )
+    assert read <= walked_writes, read
+
+
+def test_hot_reads_settle_on_a_generic_plan(populated: tuple[str, PostgresSaver]) -> None:
+    """Past its five custom plans, `get_tuple` runs a cached generic plan.
+
+    Postgres keeps planning a prepared statement at every call when its generic
+    plan looks costlier than the custom ones: the latest checkpoint, read by
+    ORDER BY ... LIMIT 1 over its joined values, was planned anew every time.
+    (A list page stays planned per call: its generic plan cannot see the limit.)
+    """
+    dsn, _ = populated
+    config: dict[str, Any] = {"configurable": {"thread_id": "chat", "checkpoint_ns": ""}}
+    with psycopg.connect(dsn, autocommit=True, prepare_threshold=0) as conn:
+        saver = PostgresSaver(conn)
+        for _ in range(8):
+            latest = saver.get_tuple(config)
+            assert latest is not None
+            saver.get_tuple(latest.config)
+            list(saver.list(config, limit=10))
+        plans = {
+            str(name): (generic, custom)
+            for name, generic, custom in conn.execute(
+                "SELECT split_part(statement, E'\\n', 1), generic_plans, custom_plans"
+                " FROM pg_prepared_statements WHERE statement LIKE '-- pgcheckpoint: %'"
+            )
+        }
+    for name in ("get_latest_checkpoint", "get_checkpoint_by_id", "listed_values"):
+        assert plans[f"-- pgcheckpoint: {name}"][0] > 0, (name, plans)
