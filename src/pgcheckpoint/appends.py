@@ -173,6 +173,15 @@ class AppendCache:
         if header is None or not self.budget.max_bytes:
             return
         data = bytes(data)  # no copy when it is bytes already, as it is from the serializer
+        kept = self.budget.lookup(_budget_key(key))
+        if (
+            kept is not MISSING
+            and kept.version == version
+            and (kept.count, kept.chain, kept.chain_bytes) == (header[0], chain, chain_bytes)
+            and data.endswith(kept.body)
+            and len(data) - header[1] == len(kept.body)
+        ):
+            return  # the same list read again (the lookup made it the most recent)
         entry = _Entry(version, header[0], memoryview(data)[header[1] :], chain, chain_bytes)
         size = _ENTRY_BYTES + sys.getsizeof(data) + sys.getsizeof(version)
         self.budget.keep(_budget_key(key), entry, size=size)

@@ -55,6 +55,16 @@ def check_id(kind: str, value: Any) -> str:
         >>> check_id("thread_id", 42)
         '42'
     """
+    # The usual case, without the isinstance walk below (a put checks six ids):
+    # an ASCII string within the smallest limit in characters is within every
+    # limit in bytes, and holds no surrogate.
+    if (
+        type(value) is str
+        and len(value) <= _MAX_OTHER_ID_BYTES
+        and value.isascii()
+        and "\x00" not in value
+    ):
+        return value
     if value is None:
         raise InvalidInputError(f"{kind!r} is missing; pass it in config['configurable']")
     if isinstance(value, bytes | bytearray | memoryview):

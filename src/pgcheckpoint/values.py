@@ -115,8 +115,8 @@ def binding(kind: str, *parts: str | int) -> bytes:
     """
     out = [kind.encode("ascii")]
     for part in parts:
-        raw = str(part).encode("utf-8", "surrogatepass")
-        out.append(len(raw).to_bytes(4, "big") + raw)
+        raw = (part if type(part) is str else str(part)).encode("utf-8", "surrogatepass")
+        out += (len(raw).to_bytes(4, "big"), raw)
     return b"".join(out)
 
 

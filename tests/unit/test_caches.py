@@ -103,6 +103,23 @@ def test_zero_keeps_nothing() -> None:
     assert appends.plan(("t", "", "m"), "v2", bigger, full_every=32) is None
 
 
+def test_a_list_remembered_again_at_its_version_keeps_the_bytes_read_last() -> None:
+    # a read of a list already remembered skips the copy only when nothing changed:
+    # the same version with other bytes (a thread deleted and written again) replaces it
+    appends = AppendCache(CacheBudget(1 << 20))
+    first, other = ormsgpack.packb(["x" * 300] * 4), ormsgpack.packb(["y" * 300] * 4)
+    appends.remember(("t", "", "m"), "v1", first, chain=0, chain_bytes=0)
+    appends.remember(("t", "", "m"), "v1", first, chain=0, chain_bytes=0)
+    appends.remember(("t", "", "m"), "v1", other, chain=0, chain_bytes=0)
+    grown = ormsgpack.packb(["y" * 300] * 4 + ["z"])
+    plan = appends.plan(("t", "", "m"), "v2", grown, full_every=32)
+    assert plan is not None and plan.base_version == "v1"
+    assert (
+        appends.plan(("t", "", "m"), "v2", ormsgpack.packb(["x" * 300] * 4 + ["z"]), full_every=32)
+        is None
+    )
+
+
 def test_every_cache_of_a_saver_shares_one_budget() -> None:
     core = SaverCore(cache_bytes=200_000)
     clone = core.with_allowlist([("my.module", "Thing")])

@@ -118,6 +118,25 @@ def test_ids_become_strings() -> None:
 
 
 @pytest.mark.parametrize(
+    ("kind", "size", "accepted"),
+    [
+        ("checkpoint_id", 255, True),
+        ("checkpoint_id", 256, False),
+        ("task_id", 256, False),
+        ("thread_id", 1024, True),
+        ("thread_id", 1025, False),
+    ],
+)
+def test_ids_are_held_to_their_limit_at_its_edge(kind: str, size: int, accepted: bool) -> None:
+    # ASCII ids of the usual length take a shorter path: its edges hold the same limits
+    if accepted:
+        assert check_id(kind, "x" * size) == "x" * size
+    else:
+        with pytest.raises(InvalidInputError, match=f"'{kind}' is {size} bytes long"):
+            check_id(kind, "x" * size)
+
+
+@pytest.mark.parametrize(
     ("value", "message"),
     [
         (None, "'thread_id' is missing"),

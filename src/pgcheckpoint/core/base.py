@@ -114,14 +114,14 @@ class CoreBase(BaseCheckpointSaver[str], ValueCodec):
         on top of it, oldest first. Lists are remembered for the next delta.
         """
         thread_id, ns, channel = key
-        raws = [
-            self.unpack_value(
-                type_, data, binding("blob", thread_id, ns, channel, version), (base,)
-            )
-            for version, type_, data, base in pieces
-        ]
+        last = pieces[-1]
+        aad = binding("blob", thread_id, ns, channel, last[0])
+        raws = []
+        for piece in pieces:
+            version, type_, data, base = piece
+            where = aad if piece is last else binding("blob", thread_id, ns, channel, version)
+            raws.append(self.unpack_value(type_, data, where, (base,)))
         if as_sealer(self.serde) is not None:
-            aad = binding("blob", thread_id, ns, channel, pieces[-1][0])
             label = cipher_label(pieces[-1][1])
             check_chain(describe_row(aad), label, [(p[0], p[3]) for p in pieces])
         if len(raws) == 1:
@@ -136,7 +136,7 @@ class CoreBase(BaseCheckpointSaver[str], ValueCodec):
                 chain=len(raws) - 1,
                 chain_bytes=len(data) - len(raws[0][1]) if len(raws) > 1 else 0,
             )
-        return self.decode(type_, data, binding("blob", thread_id, ns, channel, pieces[-1][0]))
+        return self.decode(type_, data, aad)
 
     def open_record(
         self, row: Row, stored: Iterable[str] | None = None
