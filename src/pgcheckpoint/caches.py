@@ -42,6 +42,7 @@ __all__ = [
     "approx_size",
     "check_cache_bytes",
     "seed_key",
+    "write_columns",
     "write_key",
 ]
 
@@ -312,6 +313,18 @@ def write_key(thread_id: str, ns: str, row: dict[str, Any]) -> tuple[str, ...] |
     data = row["blob"] or b""
     if len(data) > MAX_CACHED_WRITE_BYTES:
         return None
+    return (*write_columns(thread_id, ns, row), hashlib.blake2b(data, digest_size=16).hexdigest())
+
+
+def write_columns(thread_id: str, ns: str, row: dict[str, Any]) -> tuple[str, ...]:
+    """Every column a stored write is read with, but its bytes, as text.
+
+    Example:
+        >>> row = {"checkpoint_id": "c", "task_id": "k", "idx": 0, "type": "msgpack",
+        ...        "channel": "m", "task_path": ""}
+        >>> write_columns("t", "", row)
+        ('t', '', 'c', 'k', '0', 'm', '', 'msgpack')
+    """
     return (
         thread_id,
         ns,
@@ -321,5 +334,4 @@ def write_key(thread_id: str, ns: str, row: dict[str, Any]) -> tuple[str, ...] |
         row["channel"],
         row["task_path"],
         row["type"],
-        hashlib.blake2b(data, digest_size=16).hexdigest(),
     )

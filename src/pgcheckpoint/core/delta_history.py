@@ -28,7 +28,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from ..arrays import TextArray
-from ..caches import MISSING, seed_key, write_key
+from ..caches import MISSING, seed_key, write_columns, write_key
 from ..crypto import cipher_label
 from ..errors import DecryptionError
 from ..fastcopy import copies_whole, copy_containers, copy_items
@@ -326,13 +326,6 @@ def _checked_write(thread_id: str, ns: str, row: Row) -> tuple[str, ...]:
     # write_key holds every column a write is read with; for a write too large
     # for it, the seal id (a few bytes) stands for its bytes
     return write_key(thread_id, ns, row) or (
-        thread_id,
-        ns,
-        row["checkpoint_id"],
-        row["task_id"],
-        str(row["idx"]),
-        row["channel"],
-        row["task_path"],
-        row["type"],
+        *write_columns(thread_id, ns, row),
         seal_id(row["blob"]).hex(),
     )
