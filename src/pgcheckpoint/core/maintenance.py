@@ -43,6 +43,7 @@ __all__ = [
     "COPIED_WRITE_COLUMNS",
     "PRUNE_STRATEGIES",
     "Maintenance",
+    "check_prune_strategy",
     "conflict_retries",
 ]
 
@@ -82,6 +83,20 @@ COPIED_WRITE_COLUMNS = (
     "type",
     "blob",
 )
+
+
+def check_prune_strategy(strategy: object, what: str) -> None:
+    """`InvalidInputError` unless `strategy` is one of `PRUNE_STRATEGIES`.
+
+    `what` names the operation in the message ("prune", "retention").
+
+    Example:
+        >>> check_prune_strategy("delete", "prune")
+    """
+    if strategy not in PRUNE_STRATEGIES:
+        raise InvalidInputError(
+            f"unknown {what} strategy {strategy!r}; use one of {PRUNE_STRATEGIES!r}"
+        )
 
 
 class Maintenance(Reads, Reseal):
@@ -231,10 +246,7 @@ class Maintenance(Reads, Reseal):
         ran from what it deletes.
         """
         ids = check_id_list("thread_ids", thread_ids)
-        if strategy not in PRUNE_STRATEGIES:
-            raise InvalidInputError(
-                f"unknown prune strategy {strategy!r}; use one of {PRUNE_STRATEGIES!r}"
-            )
+        check_prune_strategy(strategy, "prune")
         if not ids:
             return
         yield from self.lock_for_delete_op(ids)

@@ -53,7 +53,7 @@ from psycopg import DataError
 from psycopg.errors import DeadlockDetected, ForeignKeyViolation, LockNotAvailable
 
 from ..core import SaverCore
-from ..core.maintenance import PRUNE_STRATEGIES
+from ..core.maintenance import check_prune_strategy
 from ..errors import InvalidInputError
 from ..locking import maintenance_lock_key, thread_lock_key
 from ..ops import Op, Row, Stmt, Sweep, checkpoint_keys, row_key
@@ -166,10 +166,7 @@ def older_than_sweep(
     """
     if not isinstance(older_than, timedelta) or older_than <= timedelta(0):
         raise InvalidInputError(f"older_than must be a positive timedelta, not {older_than!r}")
-    if strategy not in PRUNE_STRATEGIES:
-        raise InvalidInputError(
-            f"unknown retention strategy {strategy!r}; use one of {PRUNE_STRATEGIES!r}"
-        )
+    check_prune_strategy(strategy, "retention")
     keep = None if strategy == "delete" else 1
     return _sweep(
         core,
