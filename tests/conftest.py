@@ -30,7 +30,7 @@ import psycopg
 import pytest
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
-from psycopg.rows import TupleRow
+from psycopg.rows import TupleRow, dict_row
 
 ROOT = Path(__file__).resolve().parents[1]
 EMBEDDED_PGDATA = ROOT / ".pgcheckpoint" / "pgdata"
@@ -255,6 +255,13 @@ def empty_db_dsn(_databases: _Databases) -> Iterator[str]:
         yield _databases.dsn(name)
     finally:
         _databases.drop(name)
+
+
+@pytest.fixture
+def raw(db_dsn: str) -> Iterator[psycopg.Connection[Any]]:
+    """A plain autocommit connection, to read and damage rows behind the saver's back."""
+    with psycopg.connect(db_dsn, autocommit=True, row_factory=dict_row) as conn:
+        yield conn
 
 
 # -- pgbouncer in transaction mode, for the tests that need a pooler -----------------

@@ -66,12 +66,6 @@ def put(
 
 
 @pytest.fixture
-def raw(db_dsn: str) -> Iterator[psycopg.Connection[Any]]:
-    with psycopg.connect(db_dsn, autocommit=True, row_factory=dict_row) as conn:
-        yield conn
-
-
-@pytest.fixture
 def saver(db_dsn: str) -> Iterator[PostgresSaver]:
     with PostgresSaver.from_conn_string(db_dsn, serde=enc()) as opened:
         yield opened

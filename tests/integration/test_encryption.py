@@ -94,13 +94,6 @@ def check_tuple(tup: CheckpointTuple | None, thread_id: str, i: int) -> None:
 
 
 @pytest.fixture
-def raw(db_dsn: str) -> Iterator[psycopg.Connection[Any]]:
-    """A plain autocommit connection, to read and damage rows behind the saver's back."""
-    with psycopg.connect(db_dsn, autocommit=True, row_factory=dict_row) as conn:
-        yield conn
-
-
-@pytest.fixture
 def saver(db_dsn: str) -> Iterator[PostgresSaver]:
     with PostgresSaver.from_conn_string(db_dsn, serde=enc()) as opened:
         yield opened
