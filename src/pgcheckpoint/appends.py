@@ -186,6 +186,18 @@ class AppendCache:
         size = _ENTRY_BYTES + sys.getsizeof(data) + sys.getsizeof(version)
         self.budget.keep(_budget_key(key), entry, size=size)
 
+    def holds(self, key: Key, version: str) -> bool:
+        """Whether the list last remembered for `key` is the one stored at `version`.
+
+        Example:
+            >>> AppendCache().holds(("t", "", "m"), "v1")
+            False
+        """
+        if not self.budget.max_bytes:
+            return False
+        kept = self.budget.lookup(_budget_key(key))
+        return kept is not MISSING and kept.version == version
+
     def forget_thread(self, thread_id: str) -> None:
         """Drop what is kept for a thread (it was deleted or pruned), decoded values too."""
         self.budget.forget_thread(thread_id)

@@ -27,6 +27,8 @@ the statements run, each once, in order), `server.address`, `server.port`,
   put stored whole, and as deltas on an earlier version;
 - `pgcheckpoint.cache.seed.hits` / `.misses`, `pgcheckpoint.cache.write.hits` /
   `.misses`: decoded DeltaChannel values found in the caches, or decoded;
+- `pgcheckpoint.cache.piece.hits` / `.misses`: pieces of stored lists (a full
+  list, a delta) that `get_tuple` found decoded, or decoded;
 - `pgcheckpoint.lock.wait_duration`: seconds `lock_thread` waited for the lock;
 - `pgcheckpoint.thread_id`: only with `Telemetry(thread_ids=True)`; without
   it, the thread ids of the op are also cut out of recorded exception messages.

@@ -305,7 +305,7 @@ def note(key: str, count: int = 1) -> None:
 
 
 def note_cache(cache: str, *, hit: bool) -> None:
-    """Count a lookup in one of the decoded-value caches (`seed`, `write`).
+    """Count a lookup in one of the decoded-value caches (`seed`, `write`, `piece`).
 
     Example:
         >>> note_cache("seed", hit=True)

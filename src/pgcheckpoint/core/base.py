@@ -19,10 +19,11 @@ from typing import Any, cast
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from ..appends import AppendCache, join_arrays
-from ..caches import DEFAULT_CACHE_BYTES, CacheBudget, DecodedCache
+from ..appends import AppendCache, array_header, join_arrays
+from ..caches import DEFAULT_CACHE_BYTES, MISSING, CacheBudget, DecodedCache, seed_key
 from ..crypto import cipher_label
 from ..errors import DecryptionError
+from ..fastcopy import copies_whole, copy_items
 from ..integrity import (
     Structure,
     check_chain,
@@ -33,6 +34,7 @@ from ..integrity import (
     take_structure,
 )
 from ..ops import Row, row_key
+from ..telemetry import note_cache
 from ..validate import STRUCTURAL_KEYS, json_projection
 from ..values import FORMAT_2, Sealer, ValueCodec, as_sealer, binding, describe_row
 
@@ -86,6 +88,8 @@ class CoreBase(BaseCheckpointSaver[str], ValueCodec):
         decoder = next(_DECODERS)
         # decoded DeltaChannel seeds by (thread, namespace, channel, digest)
         self.seed_cache = DecodedCache(self.caches, f"seed{decoder}")
+        # decoded pieces of stored lists (a full list, a delta) by key and digest
+        self.piece_cache = DecodedCache(self.caches, f"piece{decoder}")
         # decoded DeltaChannel writes by row and digest of the bytes
         self.write_cache = DecodedCache(self.caches, f"write{decoder}")
         # what sealed checkpoint records say about their rows, by row and seal
@@ -121,22 +125,92 @@ class CoreBase(BaseCheckpointSaver[str], ValueCodec):
             version, type_, data, base = piece
             where = aad if piece is last else binding("blob", thread_id, ns, channel, version)
             raws.append(self.unpack_value(type_, data, where, (base,)))
-        if as_sealer(self.serde) is not None:
-            label = cipher_label(pieces[-1][1])
-            check_chain(describe_row(aad), label, [(p[0], p[3]) for p in pieces])
-        if len(raws) == 1:
-            type_, data = raws[0]
-        else:
-            type_, data = raws[-1][0], join_arrays([raw for _, raw in raws])
+        self.check_sealed_chain(key, pieces)
+        type_ = raws[-1][0]
+        data = self.remember_list(key, pieces[-1][0], [raw for _, raw in raws], type_)
+        return self.decode(type_, data, aad)
+
+    def remember_list(
+        self, key: tuple[str, str, str], version: str, parts: list[bytes], type_: str
+    ) -> bytes:
+        """A value's bytes joined from its pieces' (`parts`); a list is remembered
+        in `append_cache` as stored at `version`, for the next put's delta."""
+        data = parts[0] if len(parts) == 1 else join_arrays(parts)
         if type_ == "msgpack" and self.append_deltas:
             self.append_cache.remember(
                 key,
-                pieces[-1][0],
+                version,
                 data,
-                chain=len(raws) - 1,
-                chain_bytes=len(data) - len(raws[0][1]) if len(raws) > 1 else 0,
+                chain=len(parts) - 1,
+                chain_bytes=len(data) - len(parts[0]) if len(parts) > 1 else 0,
             )
-        return self.decode(type_, data, aad)
+        return data
+
+    def check_sealed_chain(
+        self, key: tuple[str, str, str], pieces: Sequence[tuple[str, str, bytes, str | None]]
+    ) -> None:
+        """For an encrypting saver, check that a value's pieces form one chain (`check_chain`)."""
+        if as_sealer(self.serde) is not None:
+            aad = binding("blob", *key, pieces[-1][0])
+            label = cipher_label(pieces[-1][1])
+            check_chain(describe_row(aad), label, [(p[0], p[3]) for p in pieces])
+
+    def load_cached_list(
+        self, key: tuple[str, str, str], pieces: Sequence[tuple[str, str, bytes, str | None]]
+    ) -> list[Any] | None:
+        """A stored list rebuilt from pieces decoded once per process; None if not a list.
+
+        Each piece (a full list, a delta on it) is decoded once and kept in
+        `piece_cache`, keyed by a digest of its columns, while every item it
+        holds is something a copy shares nothing mutable with (`copies_whole`:
+        plain values, dicts, lists, messages). A thread read again, or read at
+        its next turn, decodes only its new deltas; the caller gets copies of
+        the kept items, so what a node edits in place never reaches them.
+        """
+        if not self.caches.max_bytes:
+            return None
+        thread_id, ns, channel = key
+        self.check_sealed_chain(key, pieces)
+        found: list[tuple[list[Any], bool]] = []  # items, whether they are kept
+        raws: dict[int, tuple[str, bytes]] = {}
+        for i, piece in enumerate(pieces):
+            version, type_, data, base = piece
+            cache_key = seed_key(key, (piece,))
+            kept = self.piece_cache.lookup(cache_key)
+            note_cache("piece", hit=kept is not MISSING)
+            if kept is not MISSING:
+                found.append((kept, True))
+                continue
+            aad = binding("blob", thread_id, ns, channel, version)
+            raws[i] = inner_type, raw = self.unpack_value(type_, data, aad, (base,))
+            if inner_type != "msgpack" or array_header(raw) is None:
+                return None
+            items = self.decode(inner_type, raw, aad)
+            if type(items) is not list:
+                return None
+            keep = all(copies_whole(item) for item in items)
+            found.append((items, keep and self.piece_cache.keep(cache_key, items)))
+        self._remember_list(key, pieces, raws)
+        value: list[Any] = []
+        for items, kept in found:
+            value.extend(copy_items(items, containers=True) if kept else items)
+        return value
+
+    def _remember_list(
+        self,
+        key: tuple[str, str, str],
+        pieces: Sequence[tuple[str, str, bytes, str | None]],
+        raws: dict[int, tuple[str, bytes]],
+    ) -> None:
+        # a list read from pieces found decoded, when append_cache does not know it yet
+        if not self.append_deltas or self.append_cache.holds(key, pieces[-1][0]):
+            return
+        for i, (version, type_, data, base) in enumerate(pieces):
+            if i not in raws:
+                aad = binding("blob", *key, version)
+                raws[i] = self.unpack_value(type_, data, aad, (base,))
+        parts = [raws[i][1] for i in range(len(pieces))]
+        self.remember_list(key, pieces[-1][0], parts, "msgpack")
 
     def open_record(
         self, row: Row, stored: Iterable[str] | None = None

@@ -21,10 +21,8 @@ from langgraph.checkpoint.base import (
 from psycopg.types.json import Jsonb
 
 from ..appends import array_header
-from ..crypto import cipher_label
 from ..errors import InvalidInputError
 from ..fastcopy import copy_items
-from ..integrity import check_chain
 from ..ops import MAX_CHAIN_DEPTH, Op, Row, Stmt, checkpoint_keys, row_key
 from ..validate import (
     STRUCTURAL_KEYS,
@@ -35,7 +33,7 @@ from ..validate import (
     metadata_matches,
     thread_of,
 )
-from ..values import as_sealer, binding, describe_row
+from ..values import as_sealer, binding
 from .base import CoreBase
 
 __all__ = [
@@ -249,7 +247,10 @@ class Reads(CoreBase):
         for channel in stored:
             chain = pieces[channel]
             key = (thread_id, ns, channel)
-            items = None if memo is None else self.load_list_pieces(key, chain, memo)
+            if memo is None:
+                items = self.load_cached_list(key, chain)
+            else:
+                items = self.load_list_pieces(key, chain, memo)
             values[channel] = self.load_blob(key, chain) if items is None else items
         record["channel_values"] = values
         record["channel_versions"] = dict(row["channel_versions"] or {})
@@ -281,10 +282,7 @@ class Reads(CoreBase):
         last checkpoint to use a piece, so no two returned values share an item.
         """
         thread_id, ns, channel = key
-        if as_sealer(self.serde) is not None:
-            aad = binding("blob", thread_id, ns, channel, pieces[-1][0])
-            label = cipher_label(pieces[-1][1])
-            check_chain(describe_row(aad), label, [(p[0], p[3]) for p in pieces])
+        self.check_sealed_chain(key, pieces)
         decoded_pieces: list[tuple[tuple[str, str, str, str], list[Any]]] = []
         for version, type_, data, base in pieces:
             memo_key = (thread_id, ns, channel, version)
