@@ -70,7 +70,7 @@ def _agent_rows(
                 "ms",
                 Stat.of(cost[ours]),
                 Stat.of(cost["official"]),
-                target=0.4,
+                target=0.3,
                 note=", ".join(["saver - InMemorySaver", *zero]),
                 extra={"inmemory": floor.__dict__},
             )

@@ -58,7 +58,7 @@ def run_storage(
                     "MiB",
                     Stat(total[ours]),
                     Stat(total["official"]),
-                    target=None if delta else 0.5,
+                    target=None if delta else 0.1,
                     note=ZERO_NOTE if ours == NOTHING_CACHED else "",
                     extra={"tables_bytes": sizes, "replay_seconds": replay_s},
                 )

@@ -2,7 +2,7 @@
 
 Runs the same workloads on both savers in the same run, sync and async, each in
 fresh databases it creates and drops, and prints a table of medians, p95 and the
-ratio pgcheckpoint / official, with the targets of issue 9. It writes the table
+ratio pgcheckpoint / official, with the targets of issues 9 and 19. It writes the table
 to `.bench/results.md` and every number to `.bench/results.json`. It never fails
 on a number; it exits 1 only when a workload raised.
 
