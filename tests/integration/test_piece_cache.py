@@ -79,9 +79,15 @@ def test_a_list_read_again_decodes_nothing_and_is_the_callers_own(db_dsn: str) -
     with PostgresSaver.from_conn_string(db_dsn) as saver:
         store(saver, "t", [stored, grown])
         assert [base for _, base in piece_rows(db_dsn, "t")] == [None, version(1)]
+        before = saver.caches.used_bytes
+        assert read(saver, "t") == grown
+        once = saver.caches.used_bytes
+        # read once, the pieces are only marked as seen; read again, kept decoded
+        assert once - before < 2000  # two marks
         first = read(saver, "t")
         assert first == grown
-        kept = len(saver.caches)
+        kept = saver.caches.used_bytes
+        assert kept - once > 3 * (once - before)  # three messages
         # a node edits what it got, down inside a message
         first[1].tool_calls[0]["args"]["q"] = "edited"
         first[1].content.append({"type": "text", "text": "more"})
@@ -89,10 +95,21 @@ def test_a_list_read_again_decodes_nothing_and_is_the_callers_own(db_dsn: str) -
         first[0].content = "edited"
         first.append(HumanMessage("extra"))
         second = read(saver, "t")
-        assert len(saver.caches) == kept  # found, not decoded and kept again
+        assert saver.caches.used_bytes == kept  # found, not decoded and kept again
         assert second == grown
         assert second[1].tool_calls[0]["args"] == {"q": "x"}
         assert all(a is not b for a, b in zip(first, second, strict=False))
+
+
+def test_a_list_larger_than_half_the_budget_is_read_whole_each_time(db_dsn: str) -> None:
+    value = [f"{n}" * 300 for n in range(100)]  # 30 KB
+    with PostgresSaver.from_conn_string(db_dsn, cache_bytes=40_000) as saver:
+        store(saver, "t", [value])
+        for _ in range(3):
+            got = read(saver, "t")
+            assert got == value
+            got[0] = "edited"
+        assert saver.caches.used_bytes < 5_000
 
 
 @dataclasses.dataclass
@@ -106,16 +123,17 @@ def test_items_a_copy_would_share_are_decoded_at_every_read(db_dsn: str) -> None
     value = [LONG, {"note": Note(["a"])}]
     with PostgresSaver.from_conn_string(db_dsn) as saver:
         store(saver, "t", [value])
-        first = read(saver, "t")
-        assert first == value
-        first[1]["note"].tags.append("edited")
-        assert read(saver, "t") == value
+        for _ in range(3):
+            got = read(saver, "t")
+            assert got == value
+            got[1]["note"].tags.append("edited")
 
 
 def test_a_piece_edited_in_the_table_is_read_as_it_now_is(db_dsn: str) -> None:
     with PostgresSaver.from_conn_string(db_dsn) as saver:
         store(saver, "t", [[LONG, "a"]])
-        assert read(saver, "t") == [LONG, "a"]
+        for _ in range(2):  # kept decoded
+            assert read(saver, "t") == [LONG, "a"]
         with psycopg.connect(db_dsn, autocommit=True) as conn:
             blob = saver.serde.dumps_typed([LONG, "b"])
             conn.execute(
@@ -127,7 +145,8 @@ def test_a_piece_edited_in_the_table_is_read_as_it_now_is(db_dsn: str) -> None:
 def test_tampered_ciphertext_is_refused_after_a_cached_read(db_dsn: str) -> None:
     with PostgresSaver.from_conn_string(db_dsn, serde=EncryptedSerde(keys={"k1": KEY})) as saver:
         store(saver, "t", [messages(), [*messages(), HumanMessage("more", id="h2")]])
-        assert len(read(saver, "t")) == 3
+        for _ in range(2):  # kept decoded
+            assert len(read(saver, "t")) == 3
         with psycopg.connect(db_dsn, autocommit=True) as conn:
             conn.execute(
                 "UPDATE pgc_blobs SET blob = overlay(blob PLACING '\\x00'::bytea FROM 40)"
@@ -142,7 +161,8 @@ def test_a_thread_written_again_with_the_same_versions_reads_its_new_values(
 ) -> None:
     with PostgresSaver.from_conn_string(db_dsn) as saver:
         store(saver, "t", [[LONG, "old"], [LONG, "old", "older"]])
-        assert read(saver, "t") == [LONG, "old", "older"]
+        for _ in range(2):  # kept decoded
+            assert read(saver, "t") == [LONG, "old", "older"]
         saver.delete_thread("t")
         store(saver, "t", [[LONG, "new"], [LONG, "new", "newer"]])
         assert read(saver, "t") == [LONG, "new", "newer"]
@@ -153,6 +173,7 @@ def test_a_list_found_decoded_still_teaches_the_append_cache(db_dsn: str) -> Non
     delta on it, also when every piece was found decoded."""
     with PostgresSaver.from_conn_string(db_dsn) as saver:
         config = store(saver, "t", [[LONG], [LONG, "a"]])
+        read(saver, "t")
         read(saver, "t")  # pieces kept decoded
         saver.caches.discard(("t", "append", "", "messages"))  # as a full budget would
         assert not saver.append_cache.holds(("t", "", "messages"), version(2))
@@ -169,3 +190,4 @@ def test_nothing_is_kept_without_a_budget(db_dsn: str) -> None:
         first[0].content = "edited"
         assert read(saver, "t") == messages()
         assert len(saver.caches) == 0
+

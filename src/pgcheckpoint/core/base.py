@@ -49,6 +49,12 @@ def _env_flag(name: str, default: str) -> bool:
 _DECODERS = itertools.count()
 
 
+# What `piece_cache` holds for a piece read once, and for one it does not keep
+# decoded (too large, or holding what a copy would share): a read of it decodes.
+_SEEN_ONCE = "seen once"
+_NOT_KEPT = "not kept"
+
+
 class CoreBase(BaseCheckpointSaver[str], ValueCodec):
     """The state the operations share; the ops themselves are in the sibling modules.
 
@@ -158,14 +164,17 @@ class CoreBase(BaseCheckpointSaver[str], ValueCodec):
     def load_cached_list(
         self, key: tuple[str, str, str], pieces: Sequence[tuple[str, str, bytes, str | None]]
     ) -> list[Any] | None:
-        """A stored list rebuilt from pieces decoded once per process; None if not a list.
+        """A stored list rebuilt from pieces kept decoded; None if not a list.
 
-        Each piece (a full list, a delta on it) is decoded once and kept in
-        `piece_cache`, keyed by a digest of its columns, while every item it
+        A piece (a full list, a delta on it) read a second time is kept decoded
+        in `piece_cache`, keyed by a digest of its columns, if every item it
         holds is something a copy shares nothing mutable with (`copies_whole`:
-        plain values, dicts, lists, messages). A thread read again, or read at
-        its next turn, decodes only its new deltas; the caller gets copies of
-        the kept items, so what a node edits in place never reaches them.
+        plain values, dicts, lists, messages) and it fits the budget. The first
+        read only marks the piece as seen: a value read once (a new worker's
+        first read of a thread) costs its decoding and nothing more. Then a
+        thread read again, or at its next turn, decodes only its new pieces; the
+        caller gets copies of the kept items, so what a node edits in place
+        never reaches them.
         """
         if not self.caches.max_bytes:
             return None
@@ -177,8 +186,8 @@ class CoreBase(BaseCheckpointSaver[str], ValueCodec):
             version, type_, data, base = piece
             cache_key = seed_key(key, (piece,))
             kept = self.piece_cache.lookup(cache_key)
-            note_cache("piece", hit=kept is not MISSING)
-            if kept is not MISSING:
+            note_cache("piece", hit=type(kept) is list)
+            if type(kept) is list:
                 found.append((kept, True))
                 continue
             aad = binding("blob", thread_id, ns, channel, version)
@@ -188,12 +197,19 @@ class CoreBase(BaseCheckpointSaver[str], ValueCodec):
             items = self.decode(inner_type, raw, aad)
             if type(items) is not list:
                 return None
-            keep = all(copies_whole(item) for item in items)
-            found.append((items, keep and self.piece_cache.keep(cache_key, items)))
+            if kept is MISSING:
+                self.piece_cache.keep(cache_key, _SEEN_ONCE)
+            elif kept is _SEEN_ONCE:
+                keep = 2 * len(raw) <= self.caches.max_bytes and all(map(copies_whole, items))
+                if keep and self.piece_cache.keep(cache_key, items):
+                    found.append((items, True))
+                    continue
+                self.piece_cache.keep(cache_key, _NOT_KEPT)
+            found.append((items, False))
         self._remember_list(key, pieces, raws)
         value: list[Any] = []
-        for items, kept in found:
-            value.extend(copy_items(items, containers=True) if kept else items)
+        for items, kept_items in found:
+            value.extend(copy_items(items, containers=True) if kept_items else items)
         return value
 
     def _remember_list(
