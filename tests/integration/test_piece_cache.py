@@ -191,3 +191,20 @@ def test_nothing_is_kept_without_a_budget(db_dsn: str) -> None:
         assert read(saver, "t") == messages()
         assert len(saver.caches) == 0
 
+
+def test_listed_values_share_nothing_with_what_is_kept(db_dsn: str) -> None:
+    """`list` finds the pieces `get_tuple` keeps: editing what a listing returned
+    reaches neither the next listing nor the next read."""
+    lists = [messages(), [*messages(), HumanMessage("more", id="h2")]]
+    with PostgresSaver.from_conn_string(db_dsn) as saver:
+        store(saver, "t", lists)
+        config = {"configurable": {"thread_id": "t"}}
+        for _ in range(3):  # the pieces are kept from the second read on
+            listed = [t.checkpoint["channel_values"]["messages"] for t in saver.list(config)]
+            assert listed == lists[::-1]
+            assert listed[0][0] is not listed[1][0]
+            for value in listed:
+                value[1].tool_calls[0]["args"]["q"] = "edited"
+                value[1].additional_kwargs["seen"] = True
+                value.append(HumanMessage("extra"))
+        assert read(saver, "t") == lists[1]

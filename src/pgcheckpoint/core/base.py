@@ -164,53 +164,66 @@ class CoreBase(BaseCheckpointSaver[str], ValueCodec):
     def load_cached_list(
         self, key: tuple[str, str, str], pieces: Sequence[tuple[str, str, bytes, str | None]]
     ) -> list[Any] | None:
-        """A stored list rebuilt from pieces kept decoded; None if not a list.
+        """A stored list rebuilt from its pieces (`list_piece`); None if not a list.
 
-        A piece (a full list, a delta on it) read a second time is kept decoded
-        in `piece_cache`, keyed by a digest of its columns, if every item it
-        holds is something a copy shares nothing mutable with (`copies_whole`:
-        plain values, dicts, lists, messages) and it fits the budget. The first
-        read only marks the piece as seen: a value read once (a new worker's
-        first read of a thread) costs its decoding and nothing more. Then a
-        thread read again, or at its next turn, decodes only its new pieces; the
-        caller gets copies of the kept items, so what a node edits in place
+        A thread read again, or at its next turn, decodes only its new pieces;
+        the caller gets copies of the kept items, so what a node edits in place
         never reaches them.
         """
         if not self.caches.max_bytes:
             return None
-        thread_id, ns, channel = key
         self.check_sealed_chain(key, pieces)
-        found: list[tuple[list[Any], bool]] = []  # items, whether they are kept
+        found: list[tuple[list[Any], bool]] = []
         raws: dict[int, tuple[str, bytes]] = {}
         for i, piece in enumerate(pieces):
-            version, type_, data, base = piece
-            cache_key = seed_key(key, (piece,))
-            kept = self.piece_cache.lookup(cache_key)
-            note_cache("piece", hit=type(kept) is list)
-            if type(kept) is list:
-                found.append((kept, True))
-                continue
-            aad = binding("blob", thread_id, ns, channel, version)
-            raws[i] = inner_type, raw = self.unpack_value(type_, data, aad, (base,))
-            if inner_type != "msgpack" or array_header(raw) is None:
+            got = self.list_piece(key, piece)
+            if got is None:
                 return None
-            items = self.decode(inner_type, raw, aad)
-            if type(items) is not list:
-                return None
-            if kept is MISSING:
-                self.piece_cache.keep(cache_key, _SEEN_ONCE)
-            elif kept is _SEEN_ONCE:
-                keep = 2 * len(raw) <= self.caches.max_bytes and all(map(copies_whole, items))
-                if keep and self.piece_cache.keep(cache_key, items):
-                    found.append((items, True))
-                    continue
-                self.piece_cache.keep(cache_key, _NOT_KEPT)
-            found.append((items, False))
+            items, kept, raw = got
+            if raw is not None:
+                raws[i] = raw
+            found.append((items, kept))
         self._remember_list(key, pieces, raws)
         value: list[Any] = []
-        for items, kept_items in found:
-            value.extend(copy_items(items, containers=True) if kept_items else items)
+        for items, kept in found:
+            value.extend(copy_items(items, containers=True) if kept else items)
         return value
+
+    def list_piece(
+        self, key: tuple[str, str, str], piece: tuple[str, str, bytes, str | None]
+    ) -> tuple[list[Any], bool, tuple[str, bytes] | None] | None:
+        """The items of a stored list's piece; None if it is not a list.
+
+        Returns the items, whether they are the ones `piece_cache` keeps (a
+        caller hands out copies of those only), and the unpacked bytes when it
+        decoded them. A piece (a full list, a delta on it) read a second time
+        is kept decoded, keyed by a digest of its columns, if every item it
+        holds is something a copy shares nothing mutable with (`copies_whole`:
+        plain values, dicts, lists, messages) and it fits the budget. The first
+        read only marks the piece as seen: a value read once (a new worker's
+        first read of a thread) costs its decoding and nothing more.
+        """
+        cache_key = seed_key(key, (piece,))
+        kept = self.piece_cache.lookup(cache_key)
+        note_cache("piece", hit=type(kept) is list)
+        if type(kept) is list:
+            return kept, True, None
+        version, type_, data, base = piece
+        aad = binding("blob", *key, version)
+        raw = self.unpack_value(type_, data, aad, (base,))
+        if raw[0] != "msgpack" or array_header(raw[1]) is None:
+            return None
+        items = self.decode(raw[0], raw[1], aad)
+        if type(items) is not list:
+            return None
+        if kept is MISSING:
+            self.piece_cache.keep(cache_key, _SEEN_ONCE)
+        elif kept is _SEEN_ONCE:
+            keep = 2 * len(raw[1]) <= self.caches.max_bytes and all(map(copies_whole, items))
+            if keep and self.piece_cache.keep(cache_key, items):
+                return items, True, raw
+            self.piece_cache.keep(cache_key, _NOT_KEPT)
+        return items, False, raw
 
     def _remember_list(
         self,

@@ -20,7 +20,6 @@ from langgraph.checkpoint.base import (
 )
 from psycopg.types.json import Jsonb
 
-from ..appends import array_header
 from ..errors import InvalidInputError
 from ..fastcopy import copy_items
 from ..ops import MAX_CHAIN_DEPTH, Op, Row, Stmt, checkpoint_keys, row_key
@@ -276,25 +275,24 @@ class Reads(CoreBase):
         pieces: Sequence[tuple[str, str, bytes, str | None]],
         memo: ListingMemo,
     ) -> list[Any] | None:
-        """The items of a stored list, each piece decoded once per memo; None if not a list.
+        """The items of a stored list, each piece looked up once per memo; None if not a list.
 
-        Each checkpoint gets its own list of items: shallow copies, but for the
-        last checkpoint to use a piece, so no two returned values share an item.
+        A piece `piece_cache` keeps is copied once for the listing. Each
+        checkpoint gets its own list of items: shallow copies, but for the last
+        checkpoint to use a piece, so no two returned values share an item.
         """
         thread_id, ns, channel = key
         self.check_sealed_chain(key, pieces)
         decoded_pieces: list[tuple[tuple[str, str, str, str], list[Any]]] = []
-        for version, type_, data, base in pieces:
-            memo_key = (thread_id, ns, channel, version)
+        for piece in pieces:
+            memo_key = (thread_id, ns, channel, piece[0])
             decoded = memo.decoded.get(memo_key)
             if decoded is None:
-                aad = binding("blob", thread_id, ns, channel, version)
-                inner_type, raw = self.unpack_value(type_, data, aad, (base,))
-                if inner_type != "msgpack" or array_header(raw) is None:
+                got = self.list_piece(key, piece)
+                if got is None:
                     return None
-                decoded = self.decode(inner_type, raw, aad)
-                if not isinstance(decoded, list):
-                    return None
+                # the kept items stay piece_cache's: this listing shares one copy
+                decoded = got[0] if not got[1] else copy_items(got[0], containers=True)
                 memo.decoded[memo_key] = decoded
             decoded_pieces.append((memo_key, decoded))
         items: list[Any] = []
