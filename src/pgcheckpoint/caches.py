@@ -1,8 +1,9 @@
 """What a saver keeps between calls, in one budget of bytes, and how it is keyed.
 
 Rebuilding a `DeltaChannel` decodes its snapshot (the seed) and every write
-since; the next step of the same thread does it again. Storing a list as a
-delta needs the list stored last (`pgcheckpoint.appends`). All of these live
+since; the next step of the same thread does it again. Reading a stored list
+decodes its pieces, which the thread's next checkpoints share. Storing a list
+as a delta needs the list stored last (`pgcheckpoint.appends`). All of these live
 in one `CacheBudget`: a least-recently-used store bounded by an estimate of
 the memory its values take (`approx_size`), shared by a saver and the copies
 `with_allowlist` makes. Stored values never change, so decoded ones are keyed

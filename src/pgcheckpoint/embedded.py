@@ -20,6 +20,8 @@ from psycopg.conninfo import make_conninfo
 __all__ = ["embedded_dsn"]
 
 _HANDLE_FILE = ".handle_pids.json"
+# Next to the data directory: held while a process starts or joins its server.
+_START_LOCK_FILE = ".start.lock"
 
 
 def embedded_dsn(data_dir: Path | None = None) -> str:
@@ -49,10 +51,17 @@ def embedded_dsn(data_dir: Path | None = None) -> str:
         (1,)
     """
     pgserver = _import_pgserver()
+    import fasteners  # pgserver's own dependency
+
     pgdata = (data_dir or Path.cwd() / ".pgcheckpoint" / "pgdata").expanduser().resolve()
     pgdata.parent.mkdir(parents=True, exist_ok=True)
-    _forget_dead_handles(pgdata, pgserver.PostgresServer._lock)
-    info = pgserver.get_server(pgdata).get_postmaster_info()
+    # One process at a time starts the server of a data directory: a second one
+    # (another pytest-xdist worker) that ran initdb while the first did failed
+    # with "could not change permissions of directory" once in a fresh clone,
+    # although pgserver takes a lock of its own.
+    with fasteners.InterProcessLock(str(pgdata.parent / _START_LOCK_FILE)):
+        _forget_dead_handles(pgdata, pgserver.PostgresServer._lock)
+        info = pgserver.get_server(pgdata).get_postmaster_info()
     host = str(info.socket_dir) if info.socket_dir is not None else info.hostname
     return make_conninfo("", host=host, port=info.port, user="postgres", dbname="postgres")
 
