@@ -389,7 +389,11 @@ def test_a_foreign_key_violation_rolls_the_batch_back_and_retries_its_threads(
         blocker.execute(
             "SELECT 1 FROM pgc_checkpoints WHERE thread_id = %s LIMIT 1 FOR UPDATE", [victim]
         )
-        with PostgresSaver.from_conn_string(named(db_dsn, "sweep-fk")) as sweeper:
+        with (
+            PostgresSaver.from_conn_string(named(db_dsn, "sweep-fk")) as sweeper,
+            # from the start: the sweep logs from its thread as soon as the blocker is gone
+            caplog.at_level("INFO", logger="pgcheckpoint"),
+        ):
             sweep = Background(lambda: sweeper.prune_older_than(MONTH))
             sweep.start()
             wait_until(lambda: waiting_on_a_lock(db_dsn, "sweep-fk"), "the sweep to wait")
@@ -403,8 +407,7 @@ def test_a_foreign_key_violation_rolls_the_batch_back_and_retries_its_threads(
                     [victim],
                 )
             blocker.rollback()
-            with caplog.at_level("INFO", logger="pgcheckpoint"):
-                report: PruneReport = sweep.outcome()
+            report: PruneReport = sweep.outcome()
 
     assert "ForeignKeyViolation" in caplog.text and "one at a time" in caplog.text
     # one at a time, the victim's values go with the delta on them
