@@ -116,27 +116,34 @@ class CoreBase(BaseCheckpointSaver[str], ValueCodec):
         return sealer.row_format(type_)
 
     def load_blob(
-        self, key: tuple[str, str, str], pieces: Sequence[tuple[str, str, bytes, str | None]]
+        self,
+        key: tuple[str, str, str],
+        pieces: Sequence[tuple[str, str, bytes, str | None]],
+        unpacked: Mapping[int, tuple[str, bytes]] | None = None,
     ) -> Any:
         """Rebuild a channel value from its stored pieces (version, type, bytes, base).
 
         One piece is a whole value; more are a full list followed by the deltas
         on top of it, oldest first. Lists are remembered for the next delta.
+        `unpacked` holds, by position, what a caller unpacked of the pieces already.
         """
-        thread_id, ns, channel = key
-        last = pieces[-1]
-        aad = binding("blob", thread_id, ns, channel, last[0])
-        raws = []
-        for piece in pieces:
-            version, type_, data, base = piece
-            where = aad if piece is last else binding("blob", thread_id, ns, channel, version)
-            raws.append(self.unpack_value(type_, data, where, (base,)))
+        raws = [
+            unpacked[i] if unpacked and i in unpacked else self.unpack_piece(key, piece)
+            for i, piece in enumerate(pieces)
+        ]
         self.check_sealed_chain(key, pieces)
         type_ = raws[-1][0]
-        data = self.remember_list(key, pieces[-1][0], [raw for _, raw in raws], type_)
-        return self.decode(type_, data, aad)
+        data = self.join_and_remember(key, pieces[-1][0], [raw for _, raw in raws], type_)
+        return self.decode(type_, data, binding("blob", *key, pieces[-1][0]))
 
-    def remember_list(
+    def unpack_piece(
+        self, key: tuple[str, str, str], piece: tuple[str, str, bytes, str | None]
+    ) -> tuple[str, bytes]:
+        """The serializer's type and bytes of a stored piece (`unpack_value`, bound to its row)."""
+        version, type_, data, base = piece
+        return self.unpack_value(type_, data, binding("blob", *key, version), (base,))
+
+    def join_and_remember(
         self, key: tuple[str, str, str], version: str, parts: list[bytes], type_: str
     ) -> bytes:
         """A value's bytes joined from its pieces' (`parts`); a list is remembered
@@ -161,29 +168,29 @@ class CoreBase(BaseCheckpointSaver[str], ValueCodec):
             label = cipher_label(pieces[-1][1])
             check_chain(describe_row(aad), label, [(p[0], p[3]) for p in pieces])
 
-    def load_cached_list(
+    def load_channel_value(
         self, key: tuple[str, str, str], pieces: Sequence[tuple[str, str, bytes, str | None]]
-    ) -> list[Any] | None:
-        """A stored list rebuilt from its pieces (`list_piece`); None if not a list.
+    ) -> Any:
+        """A channel's value from its stored pieces: a list through `piece_cache`
+        (`list_piece`), anything else as `load_blob` decodes it.
 
         A thread read again, or at its next turn, decodes only its new pieces;
         the caller gets copies of the kept items, so what a node edits in place
         never reaches them.
         """
         if not self.caches.max_bytes:
-            return None
+            return self.load_blob(key, pieces)
         self.check_sealed_chain(key, pieces)
         found: list[tuple[list[Any], bool]] = []
         raws: dict[int, tuple[str, bytes]] = {}
         for i, piece in enumerate(pieces):
-            got = self.list_piece(key, piece)
-            if got is None:
-                return None
-            items, kept, raw = got
+            items, kept, raw = self.list_piece(key, piece)
             if raw is not None:
                 raws[i] = raw
+            if items is None:
+                return self.load_blob(key, pieces, raws)
             found.append((items, kept))
-        self._remember_list(key, pieces, raws)
+        self._teach_append_cache(key, pieces, raws)
         value: list[Any] = []
         for items, kept in found:
             value.extend(copy_items(items, containers=True) if kept else items)
@@ -191,31 +198,33 @@ class CoreBase(BaseCheckpointSaver[str], ValueCodec):
 
     def list_piece(
         self, key: tuple[str, str, str], piece: tuple[str, str, bytes, str | None]
-    ) -> tuple[list[Any], bool, tuple[str, bytes] | None] | None:
-        """The items of a stored list's piece; None if it is not a list.
+    ) -> tuple[list[Any] | None, bool, tuple[str, bytes] | None]:
+        """The items of a stored list's piece, None if it is not a list.
 
         Returns the items, whether they are the ones `piece_cache` keeps (a
-        caller hands out copies of those only), and the unpacked bytes when it
-        decoded them. A piece (a full list, a delta on it) read a second time
-        is kept decoded, keyed by a digest of its columns, if every item it
-        holds is something a copy shares nothing mutable with (`copies_whole`:
-        plain values, dicts, lists, messages) and it fits the budget. The first
-        read only marks the piece as seen: a value read once (a new worker's
-        first read of a thread) costs its decoding and nothing more.
+        caller hands out copies of those only), and what it unpacked of the
+        piece, if anything (for `load_blob`, when the piece is no list). A
+        piece (a full list, a delta on it) read a second time is kept decoded,
+        keyed by a digest of its columns, if every item it holds is something a
+        copy shares nothing mutable with (`copies_whole`: plain values, dicts,
+        lists, messages) and it fits the budget. The first read only marks the
+        piece as seen: a value read once (a new worker's first read of a
+        thread) costs its decoding and nothing more.
         """
+        if piece[1] == "msgpack" and array_header(piece[2]) is None:
+            return None, False, None  # stored as it is, and visibly no list
         cache_key = seed_key(key, (piece,))
         kept = self.piece_cache.lookup(cache_key)
-        note_cache("piece", hit=type(kept) is list)
         if type(kept) is list:
+            note_cache("piece", hit=True)
             return kept, True, None
-        version, type_, data, base = piece
-        aad = binding("blob", *key, version)
-        raw = self.unpack_value(type_, data, aad, (base,))
+        raw = self.unpack_piece(key, piece)
         if raw[0] != "msgpack" or array_header(raw[1]) is None:
-            return None
-        items = self.decode(raw[0], raw[1], aad)
+            return None, False, raw
+        items = self.decode(raw[0], raw[1], binding("blob", *key, piece[0]))
         if type(items) is not list:
-            return None
+            return None, False, raw
+        note_cache("piece", hit=False)
         if kept is MISSING:
             self.piece_cache.keep(cache_key, _SEEN_ONCE)
         elif kept is _SEEN_ONCE:
@@ -225,21 +234,20 @@ class CoreBase(BaseCheckpointSaver[str], ValueCodec):
             self.piece_cache.keep(cache_key, _NOT_KEPT)
         return items, False, raw
 
-    def _remember_list(
+    def _teach_append_cache(
         self,
         key: tuple[str, str, str],
         pieces: Sequence[tuple[str, str, bytes, str | None]],
-        raws: dict[int, tuple[str, bytes]],
+        raws: Mapping[int, tuple[str, bytes]],
     ) -> None:
         # a list read from pieces found decoded, when append_cache does not know it yet
         if not self.append_deltas or self.append_cache.holds(key, pieces[-1][0]):
             return
-        for i, (version, type_, data, base) in enumerate(pieces):
-            if i not in raws:
-                aad = binding("blob", *key, version)
-                raws[i] = self.unpack_value(type_, data, aad, (base,))
-        parts = [raws[i][1] for i in range(len(pieces))]
-        self.remember_list(key, pieces[-1][0], parts, "msgpack")
+        parts = [
+            (raws[i] if i in raws else self.unpack_piece(key, piece))[1]
+            for i, piece in enumerate(pieces)
+        ]
+        self.join_and_remember(key, pieces[-1][0], parts, "msgpack")
 
     def open_record(
         self, row: Row, stored: Iterable[str] | None = None

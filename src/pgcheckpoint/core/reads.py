@@ -247,10 +247,9 @@ class Reads(CoreBase):
             chain = pieces[channel]
             key = (thread_id, ns, channel)
             if memo is None:
-                items = self.load_cached_list(key, chain)
+                values[channel] = self.load_channel_value(key, chain)
             else:
-                items = self.load_list_pieces(key, chain, memo)
-            values[channel] = self.load_blob(key, chain) if items is None else items
+                values[channel] = self.load_listed_value(key, chain, memo)
         record["channel_values"] = values
         record["channel_versions"] = dict(row["channel_versions"] or {})
         pending = [
@@ -269,13 +268,14 @@ class Reads(CoreBase):
         metadata = row["_metadata"] if "_metadata" in row else self.open_metadata(row)
         return checkpoint_tuple(row_key(row), record, metadata, parent, pending)
 
-    def load_list_pieces(
+    def load_listed_value(
         self,
         key: tuple[str, str, str],
         pieces: Sequence[tuple[str, str, bytes, str | None]],
         memo: ListingMemo,
-    ) -> list[Any] | None:
-        """The items of a stored list, each piece looked up once per memo; None if not a list.
+    ) -> Any:
+        """A channel's value in a listing: a list's pieces looked up once per memo,
+        anything else as `load_blob` decodes it.
 
         A piece `piece_cache` keeps is copied once for the listing. Each
         checkpoint gets its own list of items: shallow copies, but for the last
@@ -284,24 +284,24 @@ class Reads(CoreBase):
         thread_id, ns, channel = key
         self.check_sealed_chain(key, pieces)
         decoded_pieces: list[tuple[tuple[str, str, str, str], list[Any]]] = []
-        for piece in pieces:
+        for i, piece in enumerate(pieces):
             memo_key = (thread_id, ns, channel, piece[0])
             decoded = memo.decoded.get(memo_key)
             if decoded is None:
-                got = self.list_piece(key, piece)
-                if got is None:
-                    return None
+                items, kept, raw = self.list_piece(key, piece)
+                if items is None:
+                    return self.load_blob(key, pieces, None if raw is None else {i: raw})
                 # the kept items stay piece_cache's: this listing shares one copy
-                decoded = got[0] if not got[1] else copy_items(got[0], containers=True)
+                decoded = copy_items(items, containers=True) if kept else items
                 memo.decoded[memo_key] = decoded
             decoded_pieces.append((memo_key, decoded))
-        items: list[Any] = []
+        items_out: list[Any] = []
         for memo_key, decoded in decoded_pieces:
             if memo.release(memo_key):
-                items.extend(decoded)  # no later checkpoint uses this piece
+                items_out.extend(decoded)  # no later checkpoint uses this piece
             else:
-                items.extend(copy_items(decoded))
-        return items
+                items_out.extend(copy_items(decoded))
+        return items_out
 
     def decode_listed(
         self, rows: Iterable[Row], recheck: Mapping[str, Any] | None, limit: int | None
