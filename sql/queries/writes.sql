@@ -34,7 +34,6 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SE
     type = EXCLUDED.type,
     blob = EXCLUDED.blob,
     task_path = EXCLUDED.task_path
-RETURNING 1 AS saved
 
 -- name: put_checkpoint
 -- retry: safe
@@ -98,7 +97,8 @@ SELECT stored FROM guard
 -- name: upsert_writes
 -- retry: safe
 -- Special writes (errors, interrupts, resumes) replace an earlier attempt's. No
--- row back: a delete held the thread.
+-- row affected: a delete held the thread. The core reads the row count (no
+-- RETURNING: nothing to send back and decode).
 {insert_task_writes}
 {upsert_conflict}
 
@@ -111,17 +111,15 @@ SELECT stored FROM guard
 -- name: insert_writes
 -- retry: safe
 -- A task's regular writes are saved once; a retry of the same task keeps the
--- first. No row back: a delete held the thread, or they were saved already.
+-- first. No row affected: a delete held the thread, or they were saved already.
 {insert_task_writes}
 ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
-RETURNING 1 AS saved
 
 -- name: insert_writes_checked
 -- retry: safe
 {insert_task_writes}
 {namespace_left}
 ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
-RETURNING 1 AS saved
 
 -- name: thread_namespace_exists
 -- Whether a checkpoint of the namespace is there (writes saved after a delete).

@@ -486,7 +486,14 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(RefusesA
                     await cur.execute(
                         self.queries[stmt.name], stmt.params, prepare=prepare[stmt.name]
                     )
-                    rows = await cur.fetchall() if stmt.fetch else []
+                    if stmt.fetch:
+                        rows = await cur.fetchall()
+                    elif stmt.count:
+                        if self.pipe is not None and cur.connection is self.conn:
+                            await self.pipe.sync()  # a pipelined statement counts once done
+                        rows = [{}] * max(cur.rowcount, 0)
+                    else:
+                        rows = []
                 except Error as exc:  # raised at the op's yield: it may handle it
                     stmt = run.throw(exc, cur.connection)
                 else:

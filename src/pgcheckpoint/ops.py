@@ -57,6 +57,9 @@ class Stmt:
         name: The statement's name in `sql/queries/`.
         params: Named parameters.
         fetch: Whether the operation needs the rows back.
+        count: Whether it needs only how many rows the statement affected (an
+            INSERT without RETURNING): it gets one empty row per row, and no row
+            is sent back or decoded.
 
     Example:
         >>> Stmt("delete_thread", {"thread_id": "t1"}).fetch
@@ -66,6 +69,7 @@ class Stmt:
     name: str
     params: Mapping[str, Any] = field(default_factory=dict)
     fetch: bool = False
+    count: bool = False
 
 
 Op = Generator[Stmt, list[Row], T]

@@ -318,7 +318,7 @@ class Traced(Activity):
         self._mark = now
         self._statements += 1
         self._names[stmt.name] = None
-        if not self._pipelined or stmt.fetch:
+        if not self._pipelined or stmt.fetch or stmt.count:
             self._round_trips += 1
         self._sent += _value_bytes(stmt.params.values())
         if rows:

@@ -475,7 +475,14 @@ class PostgresSaver(RefusesAsync):
             while True:
                 try:
                     cur.execute(self.queries[stmt.name], stmt.params, prepare=prepare[stmt.name])
-                    rows = cur.fetchall() if stmt.fetch else []
+                    if stmt.fetch:
+                        rows = cur.fetchall()
+                    elif stmt.count:
+                        if self.pipe is not None and cur.connection is self.conn:
+                            self.pipe.sync()  # a pipelined statement counts once done
+                        rows = [{}] * max(cur.rowcount, 0)
+                    else:
+                        rows = []
                 except Error as exc:  # raised at the op's yield: it may handle it
                     stmt = run.throw(exc, cur.connection)
                 else:

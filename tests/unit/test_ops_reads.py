@@ -40,7 +40,7 @@ def put(core: SaverCore, thread_id: str, values: dict[str, Any], parent: Any = N
 def put_writes(core: SaverCore, at: Stmt, writes: list[tuple[str, Any]], task_id: str) -> Stmt:
     config = generate_config(at.params["thread_id"], checkpoint_id=at.params["checkpoint_id"])
     sent, _ = drive(
-        core.put_writes_op(config, writes, task_id), [[{"saved": 1}]]
+        core.put_writes_op(config, writes, task_id), [[{}]]
     )
     return sent[0]
 

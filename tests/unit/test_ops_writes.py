@@ -18,7 +18,7 @@ from pgcheckpoint.values import binding
 
 STORED = [{"stored": True}]  # what put_checkpoint returns when the parent exists
 PARENT_GONE = [{"stored": False}]
-SAVED = [{"saved": 1}]  # what insert_writes returns for a write it stored
+SAVED = [{}]  # what the driver gives back for insert_writes storing one write (its row count)
 MESSAGES = [f"message {i}: " + "x" * 30 for i in range(20)]  # a list worth a delta
 
 
@@ -217,6 +217,7 @@ def test_writes_go_in_one_statement_indexed_by_position_and_special_ones_replace
     sent, _ = drive(core.put_writes_op(config, [("a", 1), ("b", [2])], "task", "path"), [SAVED])
     (stmt,) = sent
     assert stmt.name == "insert_writes"
+    assert (stmt.count, stmt.fetch) == (True, False)  # a row count, no rows sent back
     assert (stmt.params["task_id"], stmt.params["task_path"]) == ("task", "path")
     assert (list(stmt.params["idxs"]), list(stmt.params["channels"])) == ([0, 1], ["a", "b"])
     decoded = [

@@ -229,10 +229,10 @@ class Writes(CoreBase):
             yield Stmt("wait_for_thread_deletes", {"lock_key": params["lock_key"]}, fetch=True)
         if checked:
             save = Stmt(
-                "upsert_writes_checked" if special else "insert_writes_checked", params, fetch=True
+                "upsert_writes_checked" if special else "insert_writes_checked", params, count=True
             )
         else:
-            save = Stmt("upsert_writes" if special else "insert_writes", params, fetch=True)
+            save = Stmt("upsert_writes" if special else "insert_writes", params, count=True)
         saved = bool((yield save))
         if not saved and not after_delete:
             return False
