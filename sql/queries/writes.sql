@@ -15,6 +15,16 @@ FROM unnest(%(idxs)s::int[], %(channels)s::text[], %(types)s::text[], %(blobs)b:
      AS w(idx, channel, type, blob)
 WHERE (SELECT pg_try_advisory_xact_lock_shared(%(lock_key)s::int8))
 
+-- fragment: insert_task_write
+-- The same for a task's only write (most tasks write one channel): its values
+-- as parameters, which the server reads faster than one-element arrays.
+INSERT INTO {schema}.pgc_writes (
+    thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob
+)
+SELECT %(thread_id)s, %(checkpoint_ns)s, %(checkpoint_id)s, %(task_id)s, %(task_path)s,
+       %(idx)s::int, %(channel)s, %(type)s, %(blob)b::bytea
+WHERE (SELECT pg_try_advisory_xact_lock_shared(%(lock_key)s::int8))
+
 -- fragment: namespace_left
 -- The `_checked` statements store writes only if a checkpoint of their
 -- namespace is there: the core runs them once a put of the namespace found its
@@ -118,6 +128,30 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
 -- name: insert_writes_checked
 -- retry: safe
 {insert_task_writes}
+{namespace_left}
+ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
+
+-- name: upsert_write
+-- retry: safe
+-- upsert_writes for a task's only write.
+{insert_task_write}
+{upsert_conflict}
+
+-- name: upsert_write_checked
+-- retry: safe
+{insert_task_write}
+{namespace_left}
+{upsert_conflict}
+
+-- name: insert_write
+-- retry: safe
+-- insert_writes for a task's only write.
+{insert_task_write}
+ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
+
+-- name: insert_write_checked
+-- retry: safe
+{insert_task_write}
 {namespace_left}
 ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
 

@@ -222,6 +222,7 @@ def workload(dsn: str, log: StatementLog) -> None:
         list(sealed.list({"configurable": {"thread_id": chats[sealed]}}))
         latest = plain.get_tuple({"configurable": {"thread_id": chat}})
         assert latest is not None
+        plain.put_writes(latest.config, [("__error__", "boom")], "failed-task")  # upsert_write
         sealed_latest = sealed.get_tuple({"configurable": {"thread_id": chats[sealed]}})
         assert sealed_latest is not None
         assert sealed.get_tuple(sealed_latest.config) is not None
@@ -238,8 +239,11 @@ def workload(dsn: str, log: StatementLog) -> None:
         plain.delete_thread(orphan["configurable"]["thread_id"])
         with pytest.raises(MissingParentError):
             plain.put(first, empty_checkpoint(), {"source": "loop", "step": 0}, {})
+        for writes in ([("__error__", "boom")], [("a", 1), ("b", 2)]):
+            with pytest.raises(MissingCheckpointError):  # one write, and several
+                plain.put_writes(first, writes, "task")
         with pytest.raises(MissingCheckpointError):
-            plain.put_writes(first, [("__error__", "boom")], "task")
+            plain.put_writes(first, [("__error__", "boom"), ("__interrupt__", "why")], "task")
         week = threads["week"]
         reader.run(recent_threads_op(reader), atomic=True)
         page = plain.run(thread_page_op(plain, week, ""), atomic=True)

@@ -69,6 +69,14 @@ def pieces_of(puts: Sequence[Stmt]) -> list[Row]:
     ]
 
 
+def saved_writes(stmt: Stmt) -> list[tuple[int, str, str, bytes]]:
+    """(idx, channel, type, blob) of each write a put_writes statement saves."""
+    p = stmt.params
+    if "idxs" not in p:  # a task's only write, as scalar parameters
+        return [(p["idx"], p["channel"], p["type"], p["blob"])]
+    return list(zip(p["idxs"], p["channels"], p["types"], p["blobs"], strict=True))
+
+
 def listed_row(put: Stmt, writes: Sequence[Stmt] = ()) -> Row:
     """A row of `list_checkpoints`: the checkpoint `put` stored, with `writes` against it,
     ordered as `ordered_writes` orders them (task_path, task_id, idx)."""
@@ -76,13 +84,7 @@ def listed_row(put: Stmt, writes: Sequence[Stmt] = ()) -> Row:
     saved = sorted(
         (w.params["task_path"], w.params["task_id"], idx, channel, type_, data)
         for w in writes
-        for idx, channel, type_, data in zip(
-            w.params["idxs"],
-            w.params["channels"],
-            w.params["types"],
-            w.params["blobs"],
-            strict=True,
-        )
+        for idx, channel, type_, data in saved_writes(w)
     )
     columns = ("write_task_ids", "write_idxs", "write_channels", "write_types", "write_values")
     # the columns `sealed_columns` adds when the saver encrypts (it seals its rows)

@@ -18,7 +18,7 @@ from pgcheckpoint.values import binding
 
 STORED = [{"stored": True}]  # what put_checkpoint returns when the parent exists
 PARENT_GONE = [{"stored": False}]
-SAVED = [{}]  # what the driver gives back for insert_writes storing one write (its row count)
+SAVED = [{}]  # what the driver gives back for insert_write storing its write (its row count)
 MESSAGES = [f"message {i}: " + "x" * 30 for i in range(20)]  # a list worth a delta
 
 
@@ -120,7 +120,7 @@ def test_a_put_whose_parent_is_gone_raises_and_remembers_nothing() -> None:
     # the run goes on (LangGraph raises a background put's error at the end): its
     # later writes need their namespace to be there
     sent, _ = drive(core.put_writes_op(parent, [("a", 1)], "task"), [SAVED])
-    assert sent[0].name == "insert_writes_checked"
+    assert sent[0].name == "insert_write_checked"
     assert (err.value.thread_id, err.value.parent_checkpoint_id) == (
         "t",
         parent["configurable"]["checkpoint_id"],
@@ -229,7 +229,14 @@ def test_writes_go_in_one_statement_indexed_by_position_and_special_ones_replace
     assert decoded == [1, [2]]
 
     sent, _ = drive(core.put_writes_op(config, [("__error__", "boom")], "task"), [SAVED])
-    assert (sent[0].name, list(sent[0].params["idxs"])) == ("upsert_writes", [-1])
+    assert (sent[0].name, sent[0].params["idx"]) == ("upsert_write", -1)
+    # a task's only write goes as scalar parameters, not one-element arrays
+    sent, _ = drive(core.put_writes_op(config, [("a", 1)], "task"), [SAVED])
+    assert (sent[0].name, sent[0].params["channel"], sent[0].count) == ("insert_write", "a", True)
+    assert "idxs" not in sent[0].params
+    assert core.load_value(
+        sent[0].params["type"], sent[0].params["blob"], binding("write", "t", "", "c1", "task", 0)
+    ) == 1
     assert drive(core.put_writes_op(config, [], "task"), []) == ([], True)
 
 
@@ -238,11 +245,11 @@ def test_writes_that_meet_a_delete_wait_for_it_then_need_their_namespace() -> No
     config = generate_config("t", checkpoint_id="c1")
     # nothing stored: a delete held the thread (or the writes were saved already)
     sent, saved = drive(core.put_writes_op(config, [("a", 1)], "task"), [[]])
-    assert (saved, sent[0].name) == (False, "insert_writes")
+    assert (saved, sent[0].name) == (False, "insert_write")
     # the caller runs it again, in one transaction: wait for the delete, then save
     again = core.put_writes_op(config, [("a", 1)], "task", after_delete=True)
     sent, saved = drive(again, [[{}], SAVED])
-    assert [s.name for s in sent] == ["wait_for_thread_deletes", "insert_writes_checked"]
+    assert [s.name for s in sent] == ["wait_for_thread_deletes", "insert_write_checked"]
     assert sent[0].params["lock_key"] == maintenance_lock_key("t")
     assert saved
     # saved already, by an earlier attempt of the task: done
@@ -259,7 +266,7 @@ def test_writes_that_land_after_their_threads_deletion_was_found_are_removed() -
     core = SaverCore()
     config = generate_config("t", checkpoint_id="c1")
     op = core.put_writes_op(config, [("a", 1)], "task")
-    assert next(op).name == "insert_writes"
+    assert next(op).name == "insert_write"
     # meanwhile a put of the same saver finds the thread deleted under the run
     core.deleted_under_runs[("t", "")] = None
     assert op.send(SAVED).name == "wait_for_thread_saves"

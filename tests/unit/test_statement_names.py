@@ -81,7 +81,7 @@ def test_the_scan_finds_the_core_statements() -> None:
     names = {name for _, _, name, _ in USES}
     # a scan that silently found nothing would make the next test pass vacuously
     assert {"put_checkpoint", "get_latest_checkpoint", "list_checkpoints"} <= names
-    assert {"upsert_writes", "insert_writes"} <= names
+    assert {"upsert_writes", "insert_writes", "upsert_write", "insert_write"} <= names
 
 
 @pytest.mark.parametrize(

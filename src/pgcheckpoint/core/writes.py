@@ -4,7 +4,7 @@ Example:
     >>> from pgcheckpoint.core import SaverCore
     >>> config = {"configurable": {"thread_id": "t1", "checkpoint_id": "c1"}}
     >>> next(SaverCore().put_writes_op(config, [("a", 1)], "task")).name
-    'insert_writes'
+    'insert_write'
 """
 
 from __future__ import annotations
@@ -211,28 +211,34 @@ class Writes(CoreBase):
             blobs.append(data)
         special = all(channel in WRITES_IDX_MAP for channel, _ in writes)
         where_ns = (thread_id, checkpoint_ns)
-        params = {
+        params: dict[str, Any] = {
             "thread_id": thread_id,
             "checkpoint_ns": checkpoint_ns,
             "checkpoint_id": checkpoint_id,
             "task_id": task_id,
             "task_path": task_path,
-            "idxs": idxs,
-            "channels": channels,
-            "types": types,
-            "blobs": blobs,
             "lock_key": maintenance_lock_key(thread_id, self.schema),
         }
+        one = len(writes) == 1  # most tasks write one channel: no arrays to unpack
+        if one:
+            params.update(idx=idxs[0], channel=channels[0], type=types[0], blob=blobs[0])
+        else:
+            params.update(idxs=idxs, channels=channels, types=types, blobs=blobs)
         # a run that goes on after its thread was deleted under it saves nothing
         checked = after_delete or where_ns in self.deleted_under_runs
         if after_delete:
             yield Stmt("wait_for_thread_deletes", {"lock_key": params["lock_key"]}, fetch=True)
-        if checked:
-            save = Stmt(
-                "upsert_writes_checked" if special else "insert_writes_checked", params, count=True
-            )
-        else:
-            save = Stmt("upsert_writes" if special else "insert_writes", params, count=True)
+        save = Stmt(
+            ("upsert_write_checked" if one else "upsert_writes_checked")
+            if special and checked
+            else ("upsert_write" if one else "upsert_writes")
+            if special
+            else ("insert_write_checked" if one else "insert_writes_checked")
+            if checked
+            else ("insert_write" if one else "insert_writes"),
+            params,
+            count=True,
+        )
         saved = bool((yield save))
         if not saved and not after_delete:
             return False
