@@ -25,7 +25,7 @@ ZERO_NOTE = "cache_bytes=0"
 class Plan:
     """How much of each workload to run."""
 
-    samples: int = 30  # per operation and saver, after warm-up
+    samples: int = 90  # per operation and saver, after warm-up (30 left 0.3 of noise on 1 ms calls)
     warmup: int = 3
     block: int = 4  # samples in a row on one saver before switching
     ops_turns: tuple[int, ...] = (10, 200)

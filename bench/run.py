@@ -6,7 +6,7 @@ ratio pgcheckpoint / official, with the targets of issues 9 and 19. It writes th
 to `.bench/results.md` and every number to `.bench/results.json`. It never fails
 on a number; it exits 1 only when a workload raised.
 
-    .venv/bin/python bench/run.py            # 2 to 5 minutes on 2 busy cores
+    .venv/bin/python bench/run.py            # 6 to 10 minutes on 2 busy cores
     .venv/bin/python bench/run.py --quick    # about 1 minute, fewer samples
     .venv/bin/python bench/run.py --only ops,storage --modes sync
 
