@@ -490,7 +490,10 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(RefusesA
                         rows = await cur.fetchall()
                     elif stmt.count:
                         if self.pipe is not None and cur.connection is self.conn:
-                            await self.pipe.sync()  # a pipelined statement counts once done
+                            # its count comes with its result: flush and fetch it as
+                            # fetchall does (psycopg's Pipeline.sync() right after a
+                            # statement of megabytes waits forever)
+                            await cur._fetch_pipeline()
                         rows = [{}] * max(cur.rowcount, 0)
                     else:
                         rows = []

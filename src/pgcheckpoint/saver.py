@@ -479,7 +479,10 @@ class PostgresSaver(RefusesAsync):
                         rows = cur.fetchall()
                     elif stmt.count:
                         if self.pipe is not None and cur.connection is self.conn:
-                            self.pipe.sync()  # a pipelined statement counts once done
+                            # its count comes with its result: flush and fetch it as
+                            # fetchall does (psycopg's Pipeline.sync() right after a
+                            # statement of megabytes waits forever)
+                            cur._fetch_pipeline()
                         rows = [{}] * max(cur.rowcount, 0)
                     else:
                         rows = []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -189,3 +190,24 @@ async def test_async_savers_sync_methods_on_its_loop_say_to_await(
     # the saver still works afterwards
     await saver.aput(config, generate_checkpoint(), generate_metadata(), {})
     assert await saver.aget_tuple(config) is not None
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("saver", [v for v in VARIANTS if v.endswith("-pipeline")], indirect=True)
+async def test_writes_of_megabytes_are_stored_through_a_callers_pipeline(api: SaverApi) -> None:
+    # psycopg's Pipeline.sync() right after a statement of megabytes waits for ever:
+    # a pipelined put_writes learns how many rows it stored by fetching that
+    # statement's result, as fetchall does
+    tid = f"t-{uuid.uuid4()}"
+    stored = await api.put(generate_config(tid), generate_checkpoint(), generate_metadata(), {})
+    big = os.urandom(20_000_000)  # incompressible: megabytes on the wire
+    await api.put_writes(stored, [("one", big)], "task-1", "")
+    await api.put_writes(stored, [("a", big), ("b", b"small")], "task-2", "")
+    found = await api.get_tuple(stored)
+    assert found is not None
+    assert sorted((task, channel) for task, channel, _ in found.pending_writes) == [
+        ("task-1", "one"),
+        ("task-2", "a"),
+        ("task-2", "b"),
+    ]
+    assert all(value == big for _, channel, value in found.pending_writes if channel != "b")
