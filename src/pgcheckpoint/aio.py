@@ -489,11 +489,10 @@ class AsyncPostgresSaver(SyncFromThreads):  # sync: class PostgresSaver(RefusesA
                     if stmt.fetch:
                         rows = await cur.fetchall()
                     elif stmt.count:
-                        if self.pipe is not None and cur.connection is self.conn:
-                            # its count comes with its result: flush and fetch it as
-                            # fetchall does (psycopg's Pipeline.sync() right after a
-                            # statement of megabytes waits forever)
-                            await cur._fetch_pipeline()
+                        # in a pipeline the count comes with the result: flush and fetch
+                        # it as fetchall does (psycopg's own check; nothing otherwise).
+                        # Pipeline.sync() right after a statement of megabytes hangs.
+                        await cur._fetch_pipeline()
                         rows = [{}] * max(cur.rowcount, 0)
                     else:
                         rows = []
