@@ -155,12 +155,19 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
 {namespace_left}
 ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
 
--- name: thread_namespace_exists
--- Whether a checkpoint of the namespace is there (writes saved after a delete).
+-- name: task_writes_or_namespace
+-- After writes that stored nothing on their second try: whether the task's
+-- writes are there (an earlier try saved them), and whether a checkpoint of the
+-- namespace is (else a delete took it).
 SELECT EXISTS (
-    SELECT 1 FROM {schema}.pgc_checkpoints
-    WHERE thread_id = %(thread_id)s AND checkpoint_ns = %(checkpoint_ns)s
-) AS found
+           SELECT 1 FROM {schema}.pgc_writes
+           WHERE thread_id = %(thread_id)s AND checkpoint_ns = %(checkpoint_ns)s
+             AND checkpoint_id = %(checkpoint_id)s AND task_id = %(task_id)s
+       ) AS written,
+       EXISTS (
+           SELECT 1 FROM {schema}.pgc_checkpoints
+           WHERE thread_id = %(thread_id)s AND checkpoint_ns = %(checkpoint_ns)s
+       ) AS found
 
 -- name: wait_for_thread_saves
 -- Waits until no save of the thread is in flight (they hold its maintenance

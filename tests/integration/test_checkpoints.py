@@ -160,6 +160,22 @@ async def test_a_retried_task_keeps_its_first_writes_but_its_latest_error(api: S
     assert by_channel[ERROR] == "two"
 
 
+async def test_writes_saved_twice_before_their_namespace_has_a_checkpoint(api: SaverApi) -> None:
+    """LangGraph may save a task's writes before the checkpoint they belong to; a
+    second save of them (a retry) is done, not a thread deleted under the run."""
+    checkpoint = generate_checkpoint()
+    config = generate_config(thread(), checkpoint_ns="sub:1", checkpoint_id=checkpoint["id"])
+    for _ in range(2):
+        await api.put_writes(config, [("x", "first")], "task", "")
+        await api.put_writes(config, [("x", "first"), ("y", 2)], "both", "")
+    await api.put(generate_config(config["configurable"]["thread_id"], checkpoint_ns="sub:1"),
+                  checkpoint, generate_metadata(), {})
+    tup = await api.get_tuple(config)
+    assert tup is not None
+    expected = [("both", "x", "first"), ("both", "y", 2), ("task", "x", "first")]
+    assert sorted(tup.pending_writes) == expected
+
+
 async def test_put_over_an_existing_checkpoint_replaces_it(api: SaverApi) -> None:
     tid = thread()
     cp = generate_checkpoint(channel_values={"n": 1}, channel_versions={"n": "1"})

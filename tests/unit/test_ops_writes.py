@@ -252,14 +252,21 @@ def test_writes_that_meet_a_delete_wait_for_it_then_need_their_namespace() -> No
     assert [s.name for s in sent] == ["wait_for_thread_deletes", "insert_write_checked"]
     assert sent[0].params["lock_key"] == maintenance_lock_key("t")
     assert saved
-    # saved already, by an earlier attempt of the task: done
+    # saved already, by an earlier attempt of the task: done, whether or not a
+    # checkpoint of the namespace is there yet (LangGraph may save writes first)
+    for found in (True, False):
+        again = core.put_writes_op(config, [("a", 1)], "task", after_delete=True)
+        sent, saved = drive(again, [[{}], [], [{"written": True, "found": found}]])
+        assert (sent[-1].name, saved) == ("task_writes_or_namespace", True)
+    where = {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": "c1", "task_id": "task"}
+    assert sent[-1].params == where
+    # a checkpoint of the namespace is there: done, as before
     again = core.put_writes_op(config, [("a", 1)], "task", after_delete=True)
-    sent, saved = drive(again, [[{}], [], [{"found": True}]])
-    assert (sent[-1].name, saved) == ("thread_namespace_exists", True)
+    assert drive(again, [[{}], [], [{"written": False, "found": True}]])[1]
     # the delete took the namespace: the run is told, nothing is stored
     with pytest.raises(MissingCheckpointError, match="'c1' of thread 't'"):
         again = core.put_writes_op(config, [("a", 1)], "task", after_delete=True)
-        drive(again, [[{}], [], [{"found": False}]])
+        drive(again, [[{}], [], [{"written": False, "found": False}]])
 
 
 def test_writes_that_land_after_their_threads_deletion_was_found_are_removed() -> None:

@@ -244,10 +244,12 @@ class Writes(CoreBase):
             return False
         refused = False
         if not saved:
-            # regular writes saved already, or no checkpoint of the namespace left
-            where = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
-            rows = yield Stmt("thread_namespace_exists", where, fetch=True)
-            refused = not rows[0]["found"]
+            # regular writes saved already (by an earlier try), or no checkpoint
+            # of the namespace left
+            where = {key: params[key] for key in ("thread_id", "checkpoint_ns", "checkpoint_id")}
+            where["task_id"] = task_id
+            rows = yield Stmt("task_writes_or_namespace", where, fetch=True)
+            refused = not (rows[0]["written"] or rows[0]["found"])
         elif not checked and where_ns in self.deleted_under_runs:
             # a put found the thread deleted while these waited for a connection:
             # its clean-up may have run before they landed
