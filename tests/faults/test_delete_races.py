@@ -29,6 +29,7 @@ from typing import Annotated, Any, TypedDict
 import psycopg
 import pytest
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.graph import END, START, StateGraph
 from support.activity import waiting_on_a_lock
 
@@ -296,6 +297,14 @@ DELETE_THREAD_SQL = (
 )
 
 
+# a prune of the thread: its newest checkpoint stays
+PRUNE_SQL = (
+    "WITH t AS (SELECT %s::text AS id) DELETE FROM pgc_checkpoints c USING t"
+    " WHERE c.thread_id = t.id AND c.checkpoint_id <> ("
+    "SELECT max(checkpoint_id) FROM pgc_checkpoints WHERE thread_id = t.id)"
+)
+
+
 def test_writes_that_waited_for_a_prune_are_saved(race_dsn: str) -> None:
     from psycopg.conninfo import make_conninfo
 
@@ -306,10 +315,36 @@ def test_writes_that_waited_for_a_prune_are_saved(race_dsn: str) -> None:
             race_dsn,
             "trimmed",
             lambda: saver.put_writes(head, [("messages", ["kept"])], "task"),
-            # a prune: the head stays
-            "DELETE FROM pgc_checkpoints WHERE thread_id = %s AND checkpoint_id <> ("
-            "SELECT max(checkpoint_id) FROM pgc_checkpoints WHERE thread_id = 'trimmed')",
+            PRUNE_SQL,
         )
         assert error is None
         tup = saver.get_tuple(head)
         assert tup is not None and ("task", "messages", ["kept"]) in tup.pending_writes
+
+
+@pytest.mark.parametrize("delete", ["prune", "delete_thread"])
+def test_a_subgraphs_first_writes_that_waited_for_a_delete(race_dsn: str, delete: str) -> None:
+    """LangGraph may save a subgraph's first writes before any checkpoint of its
+    namespace: after a prune they are saved, after a delete of the thread refused."""
+    from psycopg.conninfo import make_conninfo
+
+    dsn = make_conninfo(race_dsn, application_name="saver-under-test")
+    with PostgresSaver.from_conn_string(dsn) as saver:
+        _history(saver, "nested")
+        checkpoint = empty_checkpoint()
+        sub: Any = {"configurable": {"thread_id": "nested", "checkpoint_ns": "sub:1"}}
+        at = {"configurable": {**sub["configurable"], "checkpoint_id": checkpoint["id"]}}
+        error = _while_a_delete_holds_the_thread(
+            race_dsn,
+            "nested",
+            lambda: saver.put_writes(at, [("messages", ["early"])], "task"),
+            PRUNE_SQL if delete == "prune" else DELETE_THREAD_SQL,
+        )
+        if delete == "delete_thread":
+            assert isinstance(error, MissingCheckpointError), repr(error)
+            assert leftovers(race_dsn, "nested") == {}
+            return
+        assert error is None
+        saver.put(sub, checkpoint, {"source": "input", "step": -1}, {})
+        tup = saver.get_tuple(at)
+        assert tup is not None and ("task", "messages", ["early"]) in tup.pending_writes

@@ -259,7 +259,7 @@ def test_writes_that_meet_a_delete_wait_for_it_then_need_their_namespace() -> No
         sent, saved = drive(again, [[{}], [], [{"written": True, "found": found}]])
         assert (sent[-1].name, saved) == ("task_writes_or_namespace", True)
     where = {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": "c1", "task_id": "task"}
-    assert sent[-1].params == where
+    assert sent[-1].params == where | {"namespaces": [""]}
     # a checkpoint of the namespace is there: done, as before
     again = core.put_writes_op(config, [("a", 1)], "task", after_delete=True)
     assert drive(again, [[{}], [], [{"written": False, "found": True}]])[1]
@@ -267,6 +267,23 @@ def test_writes_that_meet_a_delete_wait_for_it_then_need_their_namespace() -> No
     with pytest.raises(MissingCheckpointError, match="'c1' of thread 't'"):
         again = core.put_writes_op(config, [("a", 1)], "task", after_delete=True)
         drive(again, [[{}], [], [{"written": False, "found": False}]])
+
+
+def test_writes_after_a_delete_count_the_root_namespace_for_a_subgraphs_first_checkpoint() -> None:
+    # a subgraph's first writes may come before any checkpoint of its namespace:
+    # after waiting for a delete (a prune), a checkpoint of the root namespace
+    # lets them in; only a delete of the whole thread leaves that empty
+    core = SaverCore()
+    config = generate_config("t", checkpoint_ns="sub:1", checkpoint_id="c1")
+    sent, _ = drive(
+        core.put_writes_op(config, [("a", 1)], "task", after_delete=True),
+        [[{}], [], [{"written": False, "found": True}]],
+    )
+    assert [s.params["namespaces"] for s in sent[1:]] == [["sub:1", ""]] * 2
+    # a run whose own namespace lost its checkpoints under it needs that namespace
+    core.deleted_under_runs[("t", "sub:1")] = None
+    sent, _ = drive(core.put_writes_op(config, [("a", 1)], "task"), [SAVED])
+    assert (sent[0].name, sent[0].params["namespaces"]) == ("insert_write_checked", ["sub:1"])
 
 
 def test_writes_that_land_after_their_threads_deletion_was_found_are_removed() -> None:

@@ -225,7 +225,15 @@ class Writes(CoreBase):
         else:
             params.update(idxs=idxs, channels=channels, types=types, blobs=blobs)
         # a run that goes on after its thread was deleted under it saves nothing
-        checked = after_delete or where_ns in self.deleted_under_runs
+        deleted_under_run = where_ns in self.deleted_under_runs
+        checked = after_delete or deleted_under_run
+        if checked:
+            # the namespaces a checkpoint of which lets the writes in (namespace_left):
+            # after a delete, a subgraph's namespace may have none yet, and only
+            # a delete of the whole thread leaves the root namespace empty
+            params["namespaces"] = TextArray(
+                [checkpoint_ns] if deleted_under_run or not checkpoint_ns else [checkpoint_ns, ""]
+            )
         if after_delete:
             yield Stmt("wait_for_thread_deletes", {"lock_key": params["lock_key"]}, fetch=True)
         save = Stmt(
@@ -246,8 +254,8 @@ class Writes(CoreBase):
         if not saved:
             # regular writes saved already (by an earlier try), or no checkpoint
             # of the namespace left
-            where = {key: params[key] for key in ("thread_id", "checkpoint_ns", "checkpoint_id")}
-            where["task_id"] = task_id
+            keys = ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "namespaces")
+            where = {key: params[key] for key in keys}
             rows = yield Stmt("task_writes_or_namespace", where, fetch=True)
             refused = not (rows[0]["written"] or rows[0]["found"])
         elif not checked and where_ns in self.deleted_under_runs:
