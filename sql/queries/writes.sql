@@ -26,12 +26,12 @@ SELECT %(thread_id)s, %(checkpoint_ns)s, %(checkpoint_id)s, %(task_id)s, %(task_
 WHERE (SELECT pg_try_advisory_xact_lock_shared(%(lock_key)s::int8))
 
 -- fragment: namespace_left
--- The `_checked` statements store writes only if a checkpoint of one of
--- %(namespaces)s is there: the core runs them once a put of the namespace found
--- its parent deleted (LangGraph raises a background put's error only when the
--- run ends, and runs on till then), and when it tries again after a delete
--- (wait_for_thread_deletes): else the delete took the thread from under the
--- run. LangGraph may save writes before their checkpoint, so that checkpoint
+-- The `_checked` statements store writes only if a checkpoint of one of the
+-- namespaces the core names is there: the core runs them once a put of the
+-- namespace found its parent deleted (LangGraph raises a background put's
+-- error only when the run ends, and runs on till then), and when it tries
+-- again after a delete (wait_for_thread_deletes): else the delete took the
+-- thread from under the run. LangGraph may save writes before their checkpoint, so that checkpoint
 -- itself may be missing; and a subgraph's first writes may come before any
 -- checkpoint of its namespace, so after a delete the core also names the root
 -- namespace, which only a delete of the whole thread leaves empty.
@@ -160,7 +160,7 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
 -- name: task_writes_or_namespace
 -- After writes that stored nothing on their second try: whether the task's
 -- writes are there (an earlier try saved them), and whether a checkpoint of one
--- of %(namespaces)s is, as namespace_left asks (else a delete took it).
+-- of the namespaces is, as namespace_left asks (else a delete took it).
 SELECT EXISTS (
            SELECT 1 FROM {schema}.pgc_writes
            WHERE thread_id = %(thread_id)s AND checkpoint_ns = %(checkpoint_ns)s
