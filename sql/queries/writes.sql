@@ -31,10 +31,11 @@ WHERE (SELECT pg_try_advisory_xact_lock_shared(%(lock_key)s::int8))
 -- namespace found its parent deleted (LangGraph raises a background put's
 -- error only when the run ends, and runs on till then), and when it tries
 -- again after a delete (wait_for_thread_deletes): else the delete took the
--- thread from under the run. LangGraph may save writes before their checkpoint, so that checkpoint
--- itself may be missing; and a subgraph's first writes may come before any
--- checkpoint of its namespace, so after a delete the core also names the root
--- namespace, which only a delete of the whole thread leaves empty.
+-- thread from under the run. LangGraph may save writes before their
+-- checkpoint, so that checkpoint itself may be missing; and a subgraph's first
+-- writes may come before any checkpoint of its namespace, so after a delete the
+-- core also names the root namespace, which only a delete of the whole thread
+-- leaves empty.
 AND EXISTS (
     SELECT 1 FROM {schema}.pgc_checkpoints c
     WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns = ANY(%(namespaces)s::text[])
@@ -46,6 +47,10 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SE
     type = EXCLUDED.type,
     blob = EXCLUDED.blob,
     task_path = EXCLUDED.task_path
+
+-- fragment: keep_conflict
+-- A regular write saved already stays as it is (the insert_ statements).
+ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
 
 -- name: put_checkpoint
 -- retry: safe
@@ -125,13 +130,13 @@ SELECT stored FROM guard
 -- A task's regular writes are saved once; a retry of the same task keeps the
 -- first. No row affected: a delete held the thread, or they were saved already.
 {insert_task_writes}
-ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
+{keep_conflict}
 
 -- name: insert_writes_checked
 -- retry: safe
 {insert_task_writes}
 {namespace_left}
-ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
+{keep_conflict}
 
 -- name: upsert_write
 -- retry: safe
@@ -149,13 +154,13 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
 -- retry: safe
 -- insert_writes for a task's only write.
 {insert_task_write}
-ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
+{keep_conflict}
 
 -- name: insert_write_checked
 -- retry: safe
 {insert_task_write}
 {namespace_left}
-ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
+{keep_conflict}
 
 -- name: task_writes_or_namespace
 -- After writes that stored nothing on their second try: whether the task's
