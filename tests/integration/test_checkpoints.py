@@ -168,8 +168,12 @@ async def test_writes_saved_twice_before_their_namespace_has_a_checkpoint(api: S
     for _ in range(2):
         await api.put_writes(config, [("x", "first")], "task", "")
         await api.put_writes(config, [("x", "first"), ("y", 2)], "both", "")
-    await api.put(generate_config(config["configurable"]["thread_id"], checkpoint_ns="sub:1"),
-                  checkpoint, generate_metadata(), {})
+    await api.put(
+        generate_config(config["configurable"]["thread_id"], checkpoint_ns="sub:1"),
+        checkpoint,
+        generate_metadata(),
+        {},
+    )
     tup = await api.get_tuple(config)
     assert tup is not None
     expected = [("both", "x", "first"), ("both", "y", 2), ("task", "x", "first")]

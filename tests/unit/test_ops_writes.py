@@ -234,9 +234,14 @@ def test_writes_go_in_one_statement_indexed_by_position_and_special_ones_replace
     sent, _ = drive(core.put_writes_op(config, [("a", 1)], "task"), [SAVED])
     assert (sent[0].name, sent[0].params["channel"], sent[0].count) == ("insert_write", "a", True)
     assert "idxs" not in sent[0].params
-    assert core.load_value(
-        sent[0].params["type"], sent[0].params["blob"], binding("write", "t", "", "c1", "task", 0)
-    ) == 1
+    assert (
+        core.load_value(
+            sent[0].params["type"],
+            sent[0].params["blob"],
+            binding("write", "t", "", "c1", "task", 0),
+        )
+        == 1
+    )
     assert drive(core.put_writes_op(config, [], "task"), []) == ([], True)
 
 
