@@ -24,7 +24,7 @@ install: venv
 	$(PIP) wheel --no-deps -w dist .
 	$(PIP) uninstall --yes --quiet pgcheckpoint
 	$(PIP) install "$$(ls dist/pgcheckpoint-*.whl)[test,lint]"
-	$(BIN)/python -c 'import sys, pgcheckpoint.embedded as m; \
+	$(BIN)/python -c 'import sys, pgcheckpoint.contrib.embedded as m; \
 	sys.exit(None if "site-packages" in m.__file__ else f"pgcheckpoint imports from {m.__file__}")'
 
 # pytest's exit code stands, so a run that collects no test (5) fails too
@@ -54,7 +54,7 @@ $(VENV)/.demo-installed: $(WHEEL_SOURCES) | venv
 	@touch $@
 
 demo: $(VENV)/.demo-installed
-	@$(BIN)/python -m pgcheckpoint.demo
+	@$(BIN)/python -m pgcheckpoint.contrib.demo
 
 # The site, into site/; --strict fails on a broken link or reference. The API
 # reference is read from the docstrings in src/ (the package is not imported).
@@ -65,7 +65,7 @@ $(VENV)/.docs-installed: pyproject.toml | venv
 docs: $(VENV)/.docs-installed
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
-# saver.py is generated from aio.py (the sync driver from the async one); the
-# tool formats its output with ruff, hence the installed lint extra
+# the sync drivers (runner.py, saver.py, locks.py in src/pgcheckpoint/drivers) are generated
+# from their async sources; the tool formats its output with ruff, hence the lint extra
 sync-twin: install
 	$(BIN)/python tools/async_to_sync.py

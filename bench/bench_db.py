@@ -48,7 +48,7 @@ def server_dsn() -> tuple[str, str]:
         value = os.environ.get(var)
         if value:
             return value, var
-    from pgcheckpoint.embedded import embedded_dsn
+    from pgcheckpoint.contrib.embedded import embedded_dsn
 
     return embedded_dsn(ROOT / ".pgcheckpoint" / "pgdata"), "embedded server"
 
@@ -99,7 +99,7 @@ class Databases:
         name = f"{DB_PREFIX}{self.token}_{kind}_tpl"
         dsn = self._create(name, "template0")
         if kind == "ours":
-            from pgcheckpoint.migrate import upgrade
+            from pgcheckpoint.schema.migrate import upgrade
 
             upgrade(dsn)
         else:

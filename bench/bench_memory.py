@@ -136,7 +136,7 @@ def run_memory(dbs: Databases, plan: Plan, results: Results) -> None:
     The three processes run at once (RSS does not depend on speed), each on a
     database of its own.
     """
-    from pgcheckpoint.caches import DEFAULT_CACHE_BYTES
+    from pgcheckpoint.core.caches import DEFAULT_CACHE_BYTES
 
     budget = DEFAULT_CACHE_BYTES / MIB
     procs: dict[str, tuple[str, subprocess.Popen[str]]] = {}

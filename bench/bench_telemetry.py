@@ -29,10 +29,11 @@ from bench_report import Stat
 from bench_timing import QUICK, Plan, Results, atimed, log, ms, timed
 from psycopg.pq import TransactionStatus
 
-import pgcheckpoint.telemetry as telemetry_module
+import pgcheckpoint.telemetry.config as telemetry_module
 from pgcheckpoint import AsyncPostgresSaver, PostgresSaver
-from pgcheckpoint.ops import Op, OpRun, Row, Stmt
-from pgcheckpoint.telemetry import Telemetry, observe
+from pgcheckpoint.drivers.oprun import OpRun
+from pgcheckpoint.ops import Op, Row, Stmt
+from pgcheckpoint.telemetry.config import Telemetry, observe
 
 KINDS = ("none", "api", "sdk")
 

@@ -11,7 +11,7 @@ on a number; it exits 1 only when a workload raised.
     .venv/bin/python bench/run.py --only ops,storage --modes sync
 
 The server: `PGCHECKPOINT_BENCH_DSN`, else `PGCHECKPOINT_TEST_DSN`, else the
-embedded one (`pgcheckpoint.embedded`). Both savers get a pool of 8 connections
+embedded one (`pgcheckpoint.contrib.embedded`). Both savers get a pool of 8 connections
 with the settings LangGraph's docs give (autocommit, prepare_threshold=0).
 
 Workloads:

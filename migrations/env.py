@@ -1,6 +1,6 @@
 """Alembic environment for pgcheckpoint.
 
-Run through `pgcheckpoint migrate` (or `pgcheckpoint.migrate.upgrade`), or with
+Run through `pgcheckpoint migrate` (or `pgcheckpoint.schema.upgrade`), or with
 plain Alembic: `alembic -c migrations/alembic.ini -x dsn=postgresql://... upgrade head`
 (add `-x schema=NAME` for a schema other than `public`). The version table is
 `pgcheckpoint_alembic_version`, so it never meets an application's own
@@ -16,10 +16,7 @@ import psycopg
 from alembic import context
 from sqlalchemy import create_engine, pool, text
 
-from pgcheckpoint.drivers import libpq_dsn
-from pgcheckpoint.migrate import ident, migration_lock
-
-VERSION_TABLE = "pgcheckpoint_alembic_version"
+from pgcheckpoint.schema.ddl import VERSION_TABLE, ident, libpq_dsn, migration_lock
 
 config = context.config
 x_args = context.get_x_argument(as_dictionary=True)
@@ -34,9 +31,7 @@ def _dsn() -> str:
         or os.environ.get("DATABASE_URL")
     )
     if not dsn:
-        raise SystemExit(
-            "no database given: pass -x dsn=postgresql://... or set PGCHECKPOINT_DSN"
-        )
+        raise SystemExit("no database given: pass -x dsn=postgresql://... or set PGCHECKPOINT_DSN")
     return libpq_dsn(str(dsn))
 
 

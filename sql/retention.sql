@@ -26,7 +26,7 @@
 --   schema_name  the schema of the pgcheckpoint tables (default 'public')
 --   report       OUT: what the call did, as JSON (CALL shows it)
 --
--- Safe while the application runs, as the Python sweep (pgcheckpoint.retention):
+-- Safe while the application runs, as the Python sweep (pgcheckpoint.maintenance.retention):
 -- one transaction per thread (COMMIT inside the procedure, so CALL it on its
 -- own, not inside BEGIN ... COMMIT); a thread another sweep, a prune or a
 -- guarded run (lock_thread) holds is skipped, not waited for; the age is

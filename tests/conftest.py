@@ -50,7 +50,7 @@ def pg_server() -> Iterator[str]:
     with contextlib.ExitStack() as stack:
         dsn = None if named else _start_container(stack)
         if dsn is None:
-            from pgcheckpoint.embedded import embedded_dsn
+            from pgcheckpoint.contrib.embedded import embedded_dsn
 
             dsn = embedded_dsn(EMBEDDED_PGDATA)
         yield dsn
@@ -218,7 +218,7 @@ def template_db(_databases: _Databases) -> Iterator[str]:
 
     Close every connection to it before the next `db_dsn` clones it.
     """
-    from pgcheckpoint.migrate import upgrade
+    from pgcheckpoint.schema.migrate import upgrade
 
     name = _databases.new_name("tpl")
     _databases.create(name, "template0")

@@ -1,40 +1,37 @@
-"""Generate the sync driver, src/pgcheckpoint/saver.py, from the async one, aio.py.
+"""Generate the sync drivers of src/pgcheckpoint/drivers/ from their async sources.
 
-The two drivers are twins: the same methods, one awaiting. aio.py is the
-source; saver.py is written by this tool, and a unit test fails when the
-checked-in file differs from what aio.py generates. Edit aio.py, then run
+Each sync module there is the twin of an async one (`runner.py` of
+`runner_async.py`, `saver.py` of `saver_async.py`, `locks.py` of
+`locks_async.py`): the same code, one awaiting. The async file is the source;
+the sync one is written by this tool, and a unit test fails when a checked-in
+twin differs from what its source generates. Edit the async file, then run
 `make sync-twin`:
 
-    python tools/async_to_sync.py            # rewrite saver.py
-    python tools/async_to_sync.py --check    # exit 1 if saver.py is stale
+    python tools/async_to_sync.py            # rewrite the sync twins
+    python tools/async_to_sync.py --check    # exit 1 if one is stale
 
-The rewrite walks aio.py's syntax tree and edits the source text at the places
-the tree points to, so comments and layout survive; ruff then sorts the imports
-and formats the result. The rules:
+The rewrite walks the source's syntax tree and edits its text at the places
+the tree points to, so comments and layout survive; ruff then sorts the
+imports and formats the result. The rules, and no others:
 
 - `async def`, `async with`, `async for` lose `async`; `await` goes (with the
   parentheses of `(await x).y`).
 - Every `async def aNAME` becomes `def NAME`, and every use of `aNAME` follows.
-- Names in NAMES are renamed (`AsyncConnection` -> `Connection`); a name that
-  starts with `Async` or `async` and is missing there stops the tool.
-- `import asyncio` -> `import threading`, `asyncio.Lock` -> `threading.Lock`
-  (ASYNCIO_NAMES), `await asyncio.to_thread(f, *args)` -> `f(*args)`; any other
-  use of asyncio stops the tool.
-- psycopg: `await conn.set_autocommit(x)` -> `conn.autocommit = x`; the keyword
-  argument `asynchronous=True` goes.
+- Names in NAMES are renamed (`AsyncConnection` -> `Connection`), and so are
+  the async names of `drivers/_acompat.py` that have a twin there (`ALock` ->
+  `Lock`, `atry_acquire` -> `try_acquire`); a name that starts with `Async` or
+  `async` and has no twin stops the tool.
+- An import of a module `x_async` becomes one of `x`.
+- psycopg_pool: the keyword argument `asynchronous=True` goes.
 - Docstrings, comments and strings get the same renames ("an AsyncConnection"
   -> "a Connection"); doctest examples are rewritten as code; in docstrings
   "asyncio" becomes "synchronous" and the sentences of DOC_PHRASES are swapped.
 
-Markers in aio.py, for what no rule covers:
-
-- `# async-only: begin` ... `# async-only: end`: lines left out of saver.py;
-- a line ending in `# async-only`: left out of saver.py;
-- `# sync-only: CODE`: CODE is a line of saver.py only (indented as the comment);
-- `CODE  # sync: OTHER`: saver.py has OTHER in place of the line.
-
-The result is checked before it is written (`twin_problems`): no `async`, no
-`await`, no `aNAME` left, a twin with a docstring for every definition.
+A source uses no asyncio directly (the tool stops on it): what differs between
+the two kinds beyond these rules lives in `_acompat.py`, in both forms, so a
+source needs no comment markers. The result is checked before it is written
+(`twin_problems`): no `async`, no `await`, no `aNAME` left, a twin with a
+docstring for every definition.
 """
 
 from __future__ import annotations
@@ -52,118 +49,107 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCE = ROOT / "src" / "pgcheckpoint" / "aio.py"
-TARGET = ROOT / "src" / "pgcheckpoint" / "saver.py"
-
-HEADER = (
-    "# Generated from aio.py by tools/async_to_sync.py: edit aio.py and run\n"
-    "# `make sync-twin`; a unit test checks that this file matches.\n"
-)
+DRIVERS = ROOT / "src" / "pgcheckpoint" / "drivers"
+# (async source, sync twin)
+PAIRS = [
+    (DRIVERS / f"{name}_async.py", DRIVERS / f"{name}.py") for name in ("runner", "locks", "saver")
+]
+COMPAT = DRIVERS / "_acompat.py"
 
 # Async names and their sync twins, in code and in prose.
 NAMES = {
+    "AbstractAsyncContextManager": "AbstractContextManager",
     "AsyncConnection": "Connection",
     "AsyncConnectionPool": "ConnectionPool",
+    "AsyncCrossCalls": "CrossCalls",
     "AsyncCursor": "Cursor",
     "AsyncIterator": "Iterator",
     "AsyncPipeline": "Pipeline",
     "AsyncPostgresSaver": "PostgresSaver",
+    "AsyncRunner": "Runner",
     "asynccontextmanager": "contextmanager",
     "ainvoke": "invoke",  # a compiled graph's
 }
-ASYNCIO_NAMES = {
-    name: f"threading.{name}"
-    for name in ("Lock", "RLock", "BoundedSemaphore", "Semaphore", "Event", "Condition")
+# Docstring text with no mechanical twin, per source: (async text, sync text); each must occur.
+DOC_PHRASES: dict[str, list[tuple[str, str]]] = {
+    "saver_async.py": [
+        (
+            "Drop-in for `langgraph.checkpoint.postgres.aio.AsyncPostgresSaver`. Its\n"
+            "    sync methods (`get_tuple`, `list`, ...) work from other threads while the\n"
+            "    event loop it was created on runs.",
+            "Drop-in for `langgraph.checkpoint.postgres.PostgresSaver`: the same\n"
+            "    constructor, `from_conn_string` and `setup()`.",
+        ),
+    ],
 }
-# Docstring text with no mechanical twin: (async text, sync text); each must occur.
-DOC_PHRASES = [
-    (
-        "Drop-in for `langgraph.checkpoint.postgres.aio.AsyncPostgresSaver`. Its\n"
-        "    sync methods (`get_tuple`, `list`, ...) work from other threads while the\n"
-        "    event loop it was created on runs.",
-        "Drop-in for `langgraph.checkpoint.postgres.PostgresSaver`: the same\n"
-        "    constructor, `from_conn_string` and `setup()`.",
-    ),
-]
 # `async def` names whose leading `a` is part of the word, not the twin prefix.
 KEEP_NAMES: frozenset[str] = frozenset()
 
 _ASYNC_NAME = re.compile(r"_*(Async|async)")
 _A_PREFIXED = re.compile(r"(_*)a([a-z]\w*)")
-_MARKER = re.compile(r"#\s*(async-only|sync-only:|sync:)")
-_SYNC_ONLY = re.compile(r"^(\s*)# sync-only: ?(.*)$")
-_SYNC_LINE = re.compile(r"^(\s*)\S.*?\s+# sync: (.*)$")
 # in a sync docstring: code that awaits, or an async name ("the async saver" is fine)
 _LEFTOVER = re.compile(r"\bawait\b|\basync\s+(with|for|def)\b|\basyncio\b|\bAsync[A-Z]\w*")
 
 
 class GenerateError(Exception):
-    """aio.py holds something the rules cannot turn into sync code."""
+    """A source holds something the rules cannot turn into sync code."""
 
 
-def generate(source: str) -> str:
-    """The text of saver.py for the text of aio.py."""
-    async_only, replaced = marked_lines(source)
+def header(source: Path) -> str:
+    """The comment that opens a generated twin."""
+    return (
+        f"# Generated from {source.name} by tools/async_to_sync.py: edit {source.name} and\n"
+        "# run `make sync-twin`; a unit test checks that this file matches.\n"
+    )
+
+
+def compat_names(text: str | None = None) -> dict[str, str]:
+    """The async names `_acompat.py` defines with a sync twin beside them: `ALock` -> `Lock`."""
+    tree = ast.parse(COMPAT.read_text(encoding="utf-8") if text is None else text)
+    defined: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+        elif isinstance(node, ast.Assign):
+            defined.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return {
+        name: name[1:]
+        for name in defined
+        if name[:1] in "aA"
+        and name[1:] in defined
+        and name[1:2].isalpha()
+        and (name[1:2].isupper() == (name[0] == "A"))
+    }
+
+
+def generate(source: str, *, name: str = "", phrases: list[tuple[str, str]] | None = None) -> str:
+    """The text of the sync twin of `source` (the text of an async source named `name`)."""
     names = twin_names(source)
-    text = _Rewriter(source, names, skip=async_only | replaced).rewrite()
-    text = format_python(HEADER + apply_markers(text))
+    text = _Rewriter(source, names, phrases=phrases or []).rewrite()
+    text = format_python(header(Path(name or "source_async.py")) + text)
     problems = twin_problems(source, text)
     if problems:
         raise GenerateError("the generated sync twin is wrong:\n- " + "\n- ".join(problems))
     return text
 
 
-def stale_phrases(source: str) -> list[str]:
-    """The DOC_PHRASES that `source` no longer holds (each must be dropped or updated)."""
-    return [phrase for phrase, _ in DOC_PHRASES if phrase not in source]
+def stale_phrases(source: str, phrases: list[tuple[str, str]]) -> list[str]:
+    """The DOC_PHRASES of a source that it no longer holds (each must be dropped or updated)."""
+    return [phrase for phrase, _ in phrases if phrase not in source]
 
 
 def twin_names(source: str) -> dict[str, str]:
-    """NAMES plus `aNAME` -> `NAME` for every `async def aNAME` of `source`."""
-    names = dict(NAMES)
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.AsyncFunctionDef) and node.name not in KEEP_NAMES:
-            match = _A_PREFIXED.fullmatch(node.name)
-            if match:
-                names[node.name] = match[1] + match[2]
+    """NAMES, the `_acompat` twins, and `aNAME` -> `NAME` for each `async def aNAME` of
+    `source` and of the other sources (which it may import)."""
+    names = {**NAMES, **compat_names()}
+    texts = [source, *(path.read_text(encoding="utf-8") for path, _ in PAIRS if path.exists())]
+    for text in texts:
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.AsyncFunctionDef) and node.name not in KEEP_NAMES:
+                match = _A_PREFIXED.fullmatch(node.name)
+                if match:
+                    names[node.name] = match[1] + match[2]
     return names
-
-
-def marked_lines(source: str) -> tuple[set[int], set[int]]:
-    """Line numbers (1-based) left out of saver.py, and those a `# sync:` replaces."""
-    async_only: set[int] = set()
-    replaced: set[int] = set()
-    inside = False
-    for number, line in enumerate(source.splitlines(), 1):
-        stripped = line.strip()
-        if stripped == "# async-only: begin":
-            inside = True
-        if inside or line.rstrip().endswith("# async-only"):
-            async_only.add(number)
-        elif _SYNC_LINE.match(line):
-            replaced.add(number)
-        if stripped == "# async-only: end":
-            if not inside:
-                raise GenerateError(f"line {number}: `# async-only: end` without a begin")
-            inside = False
-    if inside:
-        raise GenerateError("`# async-only: begin` without an end")
-    return async_only, replaced
-
-
-def apply_markers(text: str) -> str:
-    out: list[str] = []
-    inside = False
-    for line in text.splitlines():
-        stripped = line.strip()
-        if stripped in ("# async-only: begin", "# async-only: end"):
-            inside = stripped.endswith("begin")
-            continue
-        if inside or line.rstrip().endswith("# async-only"):
-            continue
-        marked = _SYNC_ONLY.match(line) or _SYNC_LINE.match(line)
-        out.append(marked[1] + marked[2] if marked else line)
-    return "\n".join(out) + "\n"
 
 
 def prose(text: str, names: dict[str, str], *, doc: bool = False) -> str:
@@ -178,6 +164,7 @@ def prose(text: str, names: dict[str, str], *, doc: bool = False) -> str:
     if names:
         text = re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\b").sub(rename, text)
     text = re.sub(r"\b([Aa])n(\s+`?(?:\w+\.)*)\0", r"\1\2", text).replace("\0", "")
+    text = re.sub(r"\b(\w+)_async\b", r"\1", text)
     if doc:
         text = re.sub(r"\bawait\s+", "", text)
         text = re.sub(r"\basync\s+(?=(with|for|def)\b)", "", text)
@@ -185,9 +172,9 @@ def prose(text: str, names: dict[str, str], *, doc: bool = False) -> str:
     return text
 
 
-def docstring(raw: str, names: dict[str, str]) -> str:
+def docstring(raw: str, names: dict[str, str], phrases: list[tuple[str, str]]) -> str:
     """A docstring's source text made sync: doctest examples as code, the rest as prose."""
-    for phrase, twin in DOC_PHRASES:
+    for phrase, twin in phrases:
         raw = raw.replace(phrase, twin)
     lines = raw.split("\n")
     out: list[str] = []
@@ -221,12 +208,12 @@ class _Rewriter(ast.NodeVisitor):
         source: str,
         names: dict[str, str],
         *,
-        skip: set[int] | None = None,
+        phrases: list[tuple[str, str]] | None = None,
         top_level_await: bool = False,
     ) -> None:
         self.source = source
         self.names = names
-        self.skip = skip or set()  # lines whose edits and errors do not count
+        self.phrases = phrases or []
         self.top_level_await = top_level_await
         self.edits: list[tuple[int, int, str]] = []
         self.errors: list[tuple[int, str]] = []
@@ -245,11 +232,11 @@ class _Rewriter(ast.NodeVisitor):
                 self.parents[child] = node
         self.visit(tree)
         self._comments()
-        errors = [f"line {n}: {msg}" for n, msg in self.errors if n not in self.skip]
+        errors = [f"line {n}: {msg}" for n, msg in self.errors]
         if errors:
             raise GenerateError("no sync rule for:\n- " + "\n- ".join(errors))
         text = self.source
-        kept = sorted(e for e in self.edits if self._line_of(e[0]) not in self.skip)
+        kept = sorted(self.edits)
         for (start, end, _), (next_start, _, _) in itertools.pairwise(kept):
             if end > next_start:
                 raise GenerateError(f"overlapping edits at line {self._line_of(start)}")
@@ -359,77 +346,39 @@ class _Rewriter(ast.NodeVisitor):
     # -- names --------------------------------------------------------------------------
 
     def visit_Name(self, node: ast.Name) -> None:
-        if node.id == "asyncio":
-            self._error(node, "this use of asyncio (see ASYNCIO_NAMES; or mark it async-only)")
-            return
         self._rename(node, node.id, self._span(node)[0])
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
-        start, end = self._span(node)
-        if isinstance(node.value, ast.Name) and node.value.id == "asyncio":
-            if node.attr in ASYNCIO_NAMES:
-                self._edit(start, end, ASYNCIO_NAMES[node.attr])
-            else:
-                self._error(node, f"asyncio.{node.attr} (add it to ASYNCIO_NAMES, or mark it)")
-            return
+        end = self._span(node)[1]
         self._rename(node, node.attr, end - len(node.attr))
         self.generic_visit(node)
 
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            if alias.name.partition(".")[0] == "asyncio":
+                self._error(node, "asyncio: use (or add) its twin names in drivers/_acompat.py")
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        module = node.module or ""
+        if module.partition(".")[0] == "asyncio":
+            self._error(node, "asyncio: use (or add) its twin names in drivers/_acompat.py")
+        if module.endswith("_async"):
+            # `from .runner_async import` -> `from .runner import`
+            start = self._span(node)[0]
+            found = re.compile(r"from\s+\.*" + re.escape(module)).match(self.source, start)
+            if found:
+                self._edit(found.end() - len("_async"), found.end(), "")
+        self.generic_visit(node)
+
     def visit_alias(self, node: ast.alias) -> None:
-        start = self._span(node)[0]
-        if node.name == "asyncio":
-            self._edit(start, start + len("asyncio"), "threading")
-        else:
-            self._rename(node, node.name, start)
+        self._rename(node, node.name, self._span(node)[0])
 
     def visit_Call(self, node: ast.Call) -> None:
-        func = node.func
-        if (
-            isinstance(func, ast.Attribute)
-            and isinstance(func.value, ast.Name)
-            and func.value.id == "asyncio"
-            and func.attr == "to_thread"
-            and node.args
-        ):
-            self._call_to_thread(node)
-            return
-        if isinstance(func, ast.Attribute) and func.attr == "set_autocommit":
-            self._set_autocommit(node, func)
-            return
         for keyword in node.keywords:
             value = keyword.value
             if keyword.arg == "asynchronous" and isinstance(value, ast.Constant) and value.value:
                 self._drop_argument(node, keyword)
         self.generic_visit(node)
-
-    def _call_to_thread(self, node: ast.Call) -> None:
-        # `asyncio.to_thread(f, a, k=b)` -> `f(a, k=b)`
-        function, rest = node.args[0], [*node.args[1:], *node.keywords]
-        start, end = self._span(node)
-        f_start, f_end = self._span(function)
-        self._edit(start, f_start, "")
-        if rest:
-            self._edit(f_end, self._span(rest[0])[0], "(")
-        else:
-            self._edit(f_end, end, "()")
-        for child in [function, *rest]:
-            self.visit(child)
-
-    def _set_autocommit(self, node: ast.Call, func: ast.Attribute) -> None:
-        # psycopg: `await conn.set_autocommit(x)` -> `conn.autocommit = x`
-        awaited = self.parents.get(node)
-        statement = self.parents.get(awaited) if awaited else None
-        if not (isinstance(awaited, ast.Await) and isinstance(statement, ast.Expr)):
-            self._error(node, "set_autocommit() other than as a statement")
-            return
-        if len(node.args) != 1 or node.keywords:
-            self._error(node, "set_autocommit() with other than one argument")
-            return
-        value_start, value_end = self._span(node.args[0])
-        self._edit(self._span(func)[1] - len(func.attr), value_start, "autocommit = ")
-        self._edit(value_end, self._span(node)[1], "")
-        self.visit(func.value)
-        self.visit(node.args[0])
 
     def _drop_argument(self, call: ast.Call, argument: ast.keyword) -> None:
         # the argument with the comma before it (or after it, when it comes first)
@@ -454,7 +403,7 @@ class _Rewriter(ast.NodeVisitor):
         start, end = self._span(node)
         raw = self.source[start:end]
         if id(node) in self.docstrings:
-            self._edit(start, end, docstring(raw, self.names))
+            self._edit(start, end, docstring(raw, self.names, self.phrases))
         else:
             self._edit(start, end, prose(raw, self.names))
 
@@ -466,7 +415,7 @@ class _Rewriter(ast.NodeVisitor):
     def _comments(self) -> None:
         tokens = tokenize.generate_tokens(io.StringIO(self.source).readline)
         for token in tokens:
-            if token.type == tokenize.COMMENT and not _MARKER.match(token.string):
+            if token.type == tokenize.COMMENT:
                 start = self.starts[token.start[0] - 1] + token.start[1]
                 self._edit(start, start + len(token.string), prose(token.string, self.names))
 
@@ -491,20 +440,17 @@ def _definitions(
 def twin_problems(async_source: str, sync_source: str) -> list[str]:
     """What in `sync_source` is not the sync twin of `async_source`; empty when all is.
 
-    Every class and function of the async source (outside `# async-only`) has a
+    Every class and function of the async source has a
     twin under its sync name with a docstring when it has one; no `async`,
     `await`, `Async*` name or `aNAME` of the async source is left in the sync
     code or in its docstrings.
     """
     names = twin_names(async_source)
     renamed = {old for old in names if old not in NAMES}  # the aNAME methods
-    async_only, _ = marked_lines(async_source)
     problems: list[str] = []
     sync_tree = ast.parse(sync_source)
     sync_defs = dict(_definitions(sync_tree.body))
     for path, definition in _definitions(ast.parse(async_source).body):
-        if definition.lineno in async_only:
-            continue
         twin_path = tuple(names.get(part, part) for part in path)
         twin = sync_defs.get(twin_path)
         label = ".".join(path)
@@ -542,8 +488,8 @@ def twin_problems(async_source: str, sync_source: str) -> list[str]:
 
 
 def format_python(text: str) -> str:
-    """`text` with ruff's import order and format, under the project's ruff settings."""
-    text = _ruff(["check", "--fix", "--select", "I", "--exit-zero", "--quiet"], text)
+    """`text` with ruff's import order, sorted `__all__` and format (the project's settings)."""
+    text = _ruff(["check", "--fix", "--select", "I,RUF022", "--exit-zero", "--quiet"], text)
     return _ruff(["format", "--quiet"], text)
 
 
@@ -552,7 +498,7 @@ def _ruff(args: list[str], text: str) -> str:
     if exe is None:
         raise GenerateError("ruff not found: install the project's `lint` extra")
     done = subprocess.run(
-        [exe, *args, "--stdin-filename", str(TARGET), "-"],
+        [exe, *args, "--stdin-filename", str(DRIVERS / "generated.py"), "-"],
         input=text,
         capture_output=True,
         text=True,
@@ -564,23 +510,32 @@ def _ruff(args: list[str], text: str) -> str:
     return done.stdout
 
 
+def twin_of(source: Path) -> str:
+    """What the sync twin of the async file `source` must hold."""
+    text = source.read_text(encoding="utf-8")
+    phrases = DOC_PHRASES.get(source.name, [])
+    stale = stale_phrases(text, phrases)
+    if stale:
+        raise GenerateError(f"DOC_PHRASES entries not found: {stale}")
+    return generate(text, name=source.name, phrases=phrases)
+
+
 def main(argv: list[str]) -> int:
-    source = SOURCE.read_text(encoding="utf-8")
-    try:
-        stale = stale_phrases(source)
-        if stale:
-            raise GenerateError(f"DOC_PHRASES entries not found: {stale}")
-        expected = generate(source)
-    except GenerateError as exc:
-        print(f"{SOURCE.relative_to(ROOT)}: {exc}", file=sys.stderr)
-        return 1
-    if "--check" in argv:
-        if TARGET.read_text(encoding="utf-8") != expected:
-            print(f"{TARGET.relative_to(ROOT)} is stale: run `make sync-twin`", file=sys.stderr)
-            return 1
-        return 0
-    TARGET.write_text(expected, encoding="utf-8")
-    return 0
+    status = 0
+    for source, target in PAIRS:
+        try:
+            expected = twin_of(source)
+        except GenerateError as exc:
+            print(f"{source.relative_to(ROOT)}: {exc}", file=sys.stderr)
+            status = 1
+            continue
+        if "--check" in argv:
+            if target.read_text(encoding="utf-8") != expected:
+                print(f"{target.relative_to(ROOT)} is stale: run `make sync-twin`", file=sys.stderr)
+                status = 1
+            continue
+        target.write_text(expected, encoding="utf-8")
+    return status
 
 
 if __name__ == "__main__":

@@ -191,9 +191,7 @@ def render(dsn: str, schema: str = "public") -> str:
     for name in names:
         table = tables[name]
         if table["relrowsecurity"]:
-            raise NotImplementedError(
-                f"table {name!r} has row level security; extend the renderer"
-            )
+            raise NotImplementedError(f"table {name!r} has row level security; extend the renderer")
         out.append(_render_table(name, table, foreign_keys))
     out.extend(foreign_keys)
     if revisions:
@@ -281,7 +279,7 @@ def scratch_database(server: str) -> Iterator[str]:
 
 def render_from_revisions(dsn: str, schema: str = "public") -> str:
     """Migrate the (empty) database to head and render its schema."""
-    from pgcheckpoint.migrate import upgrade
+    from pgcheckpoint.schema.migrate import upgrade
 
     upgrade(dsn, schema=schema)
     return render(dsn, schema)

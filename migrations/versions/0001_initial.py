@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from alembic import op
 
-from pgcheckpoint.migrate import ident
+from pgcheckpoint.schema.ddl import ident
 
 revision = "0001"
 down_revision = None

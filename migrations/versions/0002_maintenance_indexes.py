@@ -6,7 +6,7 @@ Revises: 0001
 
 from __future__ import annotations
 
-from pgcheckpoint.migrate import create_index_concurrently, drop_index_concurrently
+from pgcheckpoint.schema.ddl import create_index_concurrently, drop_index_concurrently
 
 revision = "0002"
 down_revision = "0001"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from alembic import op
 from sqlalchemy import text
 
-from pgcheckpoint.migrate import create_index_concurrently, drop_index_concurrently, ident
+from pgcheckpoint.schema.ddl import create_index_concurrently, drop_index_concurrently, ident
 
 revision = "0003"
 down_revision = "0002"

@@ -19,8 +19,7 @@ from __future__ import annotations
 from alembic import op
 from sqlalchemy import text
 
-from pgcheckpoint.errors import DowngradeRefusedError
-from pgcheckpoint.migrate import ident
+from pgcheckpoint.schema.ddl import DowngradeRefusedError, ident
 
 revision = "0004"
 down_revision = "0003"

@@ -9,20 +9,20 @@ md5(concat_ws(chr(1), coalesce(c.parent_checkpoint_id, chr(2)),
               c.inline_channels::text, c.metadata::text))
 
 -- name: count_values_by_cipher
--- Key rotation: what encrypts each stored value, per kind. `cipher` is the last
--- `+` part of the type (`aesgcm:<key id>`, `aes` for LangGraph's own format,
--- anything else or NULL for a value stored unencrypted).
-SELECT 'checkpoints' AS kind, substring(type from '[+]([^+]*)$') AS cipher, count(*) AS n
-FROM {schema}.pgc_checkpoints GROUP BY 2
+-- Key rotation: how many stored values of each kind have each type. The type's
+-- label (which key encrypts it, if any) is read from it in Python
+-- (`pgcheckpoint.codec.labels.cipher_label`), the one place that parses it.
+SELECT 'checkpoints' AS kind, type, count(*) AS n
+FROM {schema}.pgc_checkpoints GROUP BY type
 UNION ALL
-SELECT 'metadata', substring(metadata_type from '[+]([^+]*)$'), count(*)
-FROM {schema}.pgc_checkpoints GROUP BY 2
+SELECT 'metadata', metadata_type, count(*)
+FROM {schema}.pgc_checkpoints GROUP BY metadata_type
 UNION ALL
-SELECT 'blobs', substring(type from '[+]([^+]*)$'), count(*)
-FROM {schema}.pgc_blobs WHERE type <> 'empty' GROUP BY 2
+SELECT 'blobs', type, count(*)
+FROM {schema}.pgc_blobs WHERE type <> 'empty' GROUP BY type
 UNION ALL
-SELECT 'writes', substring(type from '[+]([^+]*)$'), count(*)
-FROM {schema}.pgc_writes GROUP BY 2
+SELECT 'writes', type, count(*)
+FROM {schema}.pgc_writes GROUP BY type
 
 -- name: rotation_checkpoints_page
 -- Key rotation: the next checkpoints, in key order, with a value whose type does

@@ -1,4 +1,4 @@
-"""Checks on what callers pass in: ids, configs, and metadata as JSONB holds it.
+"""Checks on what callers pass in: ids, counts, schema names, configs, connection strings.
 
 Example:
     >>> from pgcheckpoint.validate import thread_of
@@ -8,25 +8,25 @@ Example:
 
 from __future__ import annotations
 
-import math
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
+from psycopg import ProgrammingError
+from psycopg.conninfo import conninfo_to_dict
 
 from .errors import InvalidInputError
 
 __all__ = [
     "MAX_INT4",
     "MAX_SCHEMA_BYTES",
-    "STRUCTURAL_KEYS",
     "check_count",
     "check_id",
     "check_id_list",
     "check_schema",
     "configurable",
-    "json_projection",
-    "metadata_matches",
+    "libpq_dsn",
     "thread_of",
 ]
 
@@ -38,9 +38,6 @@ MAX_INT4 = 2**31 - 1
 # PostgreSQL cuts longer identifiers short (NAMEDATALEN - 1): two longer schema
 # names with the same first 63 bytes would be one schema.
 MAX_SCHEMA_BYTES = 63
-# Metadata keys maintenance reads in SQL (which DeltaChannels a thread has):
-# always in the JSONB projection, whatever an encrypting serializer hides.
-STRUCTURAL_KEYS = frozenset({"counters_since_delta_snapshot"})
 
 
 def check_id(kind: str, value: Any) -> str:
@@ -198,68 +195,32 @@ def thread_of(config: RunnableConfig) -> tuple[str, str]:
     return thread_id, check_id("checkpoint_ns", conf.get("checkpoint_ns") or "")
 
 
-def json_projection(value: Any) -> tuple[Any, bool]:
-    """Metadata as JSONB can hold it, and whether that lost anything.
-
-    JSONB cannot hold NUL characters, unpaired surrogates or non-finite
-    floats; those are replaced (the full metadata is stored separately, so
-    nothing is lost on read) and filters on them are re-checked in Python.
-
-    Example:
-        >>> json_projection({"a": "x\\x00y"})
-        ({'a': 'x\\ufffdy'}, True)
-    """
-    lossy = False
-
-    def walk(v: Any) -> Any:
-        nonlocal lossy
-        if isinstance(v, str):
-            if "\x00" in v:
-                lossy = True
-                v = v.replace("\x00", "\ufffd")
-            try:
-                v.encode("utf-8")
-            except UnicodeEncodeError:
-                lossy = True
-                v = v.encode("utf-8", "replace").decode("utf-8")
-            return v
-        if isinstance(v, bool) or v is None or isinstance(v, int):
-            return v
-        if isinstance(v, float):
-            if math.isfinite(v):
-                return v
-            lossy = True
-            return repr(v)
-        if isinstance(v, Mapping):
-            return {walk(str(k)): walk(x) for k, x in v.items()}
-        if isinstance(v, list | tuple):
-            return [walk(x) for x in v]
-        lossy = True
-        return walk(str(v))
-
-    return walk(value), lossy
+# SQLAlchemy-style URLs ("postgresql+psycopg://", common in DATABASE_URL) name a
+# driver in the scheme, which libpq does not read.
+_DRIVER_SCHEME = re.compile(r"^(\s*postgres(?:ql)?)\+\w+://")
 
 
-def metadata_matches(metadata: Mapping[str, Any], filter: Mapping[str, Any]) -> bool:
-    """Whether `metadata` contains `filter` the way JSONB `@>` means it.
+def libpq_dsn(dsn: str) -> str:
+    """A connection string as libpq reads it; SQLAlchemy-style URLs lose their driver.
+
+    Every form libpq takes passes unchanged, Unix-socket directories included
+    (`host=/run/postgresql dbname=app`, `postgresql://app@/app?host=/run/postgresql`,
+    `postgresql://app@%2Frun%2Fpostgresql/app`); `postgresql+psycopg://...`
+    becomes `postgresql://...`.
+
+    Raises:
+        InvalidInputError: libpq cannot parse it (the message says why).
 
     Example:
-        >>> metadata_matches({"a": 1, "b": {"c": 2, "d": 3}}, {"b": {"c": 2}})
-        True
+        >>> libpq_dsn("postgresql+psycopg://app@/app?host=/run/postgresql")
+        'postgresql://app@/app?host=/run/postgresql'
     """
-
-    def contains(have: Any, want: Any) -> bool:
-        if isinstance(want, Mapping):
-            return isinstance(have, Mapping) and all(
-                k in have and contains(have[k], v) for k, v in want.items()
-            )
-        if isinstance(want, list | tuple):
-            return isinstance(have, list | tuple) and all(
-                any(contains(h, w) for h in have) for w in want
-            )
-        # JSON booleans are not numbers, though Python's True == 1
-        if isinstance(have, bool) or isinstance(want, bool):
-            return type(have) is type(want) and have == want
-        return bool(have == want)
-
-    return contains(metadata, filter)
+    text = _DRIVER_SCHEME.sub(r"\1://", dsn)
+    try:
+        conninfo_to_dict(text)
+    except ProgrammingError as exc:
+        raise InvalidInputError(
+            f"invalid connection string: {str(exc).strip()}; write a libpq string "
+            "('host=/run/postgresql dbname=app') or URI ('postgresql://user@host/app')"
+        ) from None
+    return text

@@ -30,7 +30,7 @@ from support.rows import rows_of
 from pgcheckpoint import AsyncPostgresSaver, PostgresSaver
 from pgcheckpoint.cli import main
 from pgcheckpoint.maintenance.importer import LangGraphImporter
-from pgcheckpoint.migrate import upgrade
+from pgcheckpoint.schema.migrate import upgrade
 
 # -- graphs -------------------------------------------------------------------------------
 
@@ -152,7 +152,8 @@ def write_legacy_thread(saver: OfficialSaver, thread_id: str) -> None:
     base = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
     parent_config = saver.put(base, parent, {"source": "loop", "step": 0}, {"count": 1, "items": 1})
     saver.put_writes(
-        parent_config, [(TASKS, Send("work", {"item": 1})), (TASKS, Send("work", {"item": 2}))],
+        parent_config,
+        [(TASKS, Send("work", {"item": 1})), (TASKS, Send("work", {"item": 2}))],
         task_id="sender",
     )
     child = empty_checkpoint()
@@ -243,8 +244,10 @@ def test_imported_threads_read_back_like_the_official_saver(
         for thread_id in ("review", "nested", "chat", "finished"):
             builder = written[thread_id]
             mine = builder().compile(checkpointer=ours).get_state(config(thread_id), subgraphs=True)
-            theirs = builder().compile(checkpointer=official).get_state(
-                config(thread_id), subgraphs=True
+            theirs = (
+                builder()
+                .compile(checkpointer=official)
+                .get_state(config(thread_id), subgraphs=True)
             )
             assert mine.values == theirs.values
             assert mine.next == theirs.next

@@ -13,7 +13,7 @@ from support.dsn import url_of
 
 import pgcheckpoint.cli
 from pgcheckpoint.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, main
-from pgcheckpoint.migrate import current, head, history, upgrade
+from pgcheckpoint.schema.migrate import current, head, history, upgrade
 
 
 @pytest.fixture(autouse=True)
@@ -123,9 +123,7 @@ def test_going_the_wrong_way_says_which_command_to_use(db_dsn: str, capsys: Any)
     assert "pgcheckpoint migrate --to REV --schema tenant_a" in capsys.readouterr().err
 
 
-def test_older_release_migrating_a_newer_schema_leaves_it_alone(
-    db_dsn: str, capsys: Any
-) -> None:
+def test_older_release_migrating_a_newer_schema_leaves_it_alone(db_dsn: str, capsys: Any) -> None:
     """In a rolling deploy, replicas of the previous release may still run `migrate`."""
     with psycopg.connect(db_dsn, autocommit=True) as conn:
         conn.execute("UPDATE pgcheckpoint_alembic_version SET version_num = '9999'")

@@ -29,7 +29,7 @@ from support.planted import code_ran, planted_value
 
 from pgcheckpoint import EncryptedSerde, PostgresSaver
 from pgcheckpoint.cli import main
-from pgcheckpoint.crypto import KEYS_ENV
+from pgcheckpoint.codec.labels import KEYS_ENV
 
 KEY = bytes(range(32))
 KEYS = f"k1:{base64.b64encode(KEY).decode()}"

@@ -42,6 +42,7 @@ from support_threads import State, support_graph
 
 from pgcheckpoint import PostgresSaver
 from pgcheckpoint.cli import main
+from pgcheckpoint.core.writes import put_op
 
 SCREEN_COLUMNS = 80
 SCREEN_ROWS = 60
@@ -325,8 +326,8 @@ def test_a_long_thread_shows_its_newest_page(
                 checkpoint["channel_versions"] = {"counter": version, "notes": version}
                 checkpoint["versions_seen"] = {"tick": {"counter": version}}
                 metadata: Any = {"source": "loop", "step": step, "parents": {}}
-                op = saver.put_op(
-                    config, checkpoint, metadata, {"counter": version, "notes": version}
+                op = put_op(
+                    saver, config, checkpoint, metadata, {"counter": version, "notes": version}
                 )
                 config = saver._drive(cur, op)
 
@@ -357,7 +358,8 @@ def test_a_long_thread_shows_its_newest_page(
 def test_encrypted_threads_show_structure_without_the_key_and_values_with_it(
     db_dsn: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pgcheckpoint.crypto import KEYS_ENV, EncryptedSerde
+    from pgcheckpoint.codec.crypto import EncryptedSerde
+    from pgcheckpoint.codec.labels import KEYS_ENV
 
     key = base64.b64encode(secrets.token_bytes(32)).decode()
     serde = EncryptedSerde.from_env(environ={KEYS_ENV: f"k1:{key}"})

@@ -21,7 +21,7 @@ from langgraph.graph import START, StateGraph
 from langgraph.types import interrupt
 
 from pgcheckpoint import AsyncPostgresSaver, PostgresSaver, ThreadBusyError
-from pgcheckpoint.locking import thread_lock_key
+from pgcheckpoint.core.locks import thread_lock_key
 
 VARIANTS = ("sync-conn", "sync-pool", "async-conn", "async-pool")
 # Small pools: 16 workers share one server with the rest of the suite.
@@ -75,9 +75,7 @@ def _holder_sql() -> str:
 def record_entry(job: Job, seen: int, answer: Any) -> None:
     """The node's side effect: one row per node run, with who held the lock."""
     with psycopg.connect(job.dsn, autocommit=True) as conn:
-        row = conn.execute(
-            _holder_sql(), (thread_lock_key(job.thread_id),)
-        ).fetchone()
+        row = conn.execute(_holder_sql(), (thread_lock_key(job.thread_id),)).fetchone()
         conn.execute(
             "INSERT INTO lock_effects (worker, seen, answer, holder_pid) VALUES (%s, %s, %s, %s)",
             (job.index, seen, str(answer), row[0] if row else None),

@@ -307,9 +307,9 @@ class Replicated:
             psycopg.connect(self.standby.dsn(), autocommit=True) as standby,
         ):
             while True:
-                (written,) = primary.execute(
-                    "SELECT pg_current_wal_lsn()::text"
-                ).fetchone() or ("",)
+                (written,) = primary.execute("SELECT pg_current_wal_lsn()::text").fetchone() or (
+                    "",
+                )
                 (streaming,) = primary.execute(
                     "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'"
                 ).fetchone() or (0,)

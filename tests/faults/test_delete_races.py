@@ -240,7 +240,7 @@ def _while_a_delete_holds_the_thread(
     dsn: str, thread_id: str, save: Any, delete_sql: str
 ) -> BaseException | None:
     """Run `save` while a delete holds the thread; let the delete run `delete_sql`, commit."""
-    from pgcheckpoint.locking import maintenance_lock_key
+    from pgcheckpoint.core.locks import maintenance_lock_key
 
     errors: list[BaseException | None] = []
 

@@ -36,7 +36,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from psycopg_pool.base import AttemptWithBackoff
 
-from pgcheckpoint import AsyncPostgresSaver, PoolTimeoutError, PostgresSaver, migrate
+from pgcheckpoint import AsyncPostgresSaver, PoolTimeoutError, PostgresSaver
+from pgcheckpoint.schema import migrate
 
 from .private_pg import Replicated, why_unavailable
 
@@ -183,9 +184,7 @@ async def outage_error(pair: Replicated, driver: str) -> str:
     return str(raised.value)
 
 
-async def fail_over(
-    pair: Replicated, graph: Graph, *, delay: float, record_property: Any
-) -> None:
+async def fail_over(pair: Replicated, graph: Graph, *, delay: float, record_property: Any) -> None:
     running = asyncio.ensure_future(graph.invoke())
     try:
         await until_acknowledged(graph.acks, KILL_AFTER, running)

@@ -31,7 +31,7 @@ from support.savers import SaverApi, open_saver
 
 from pgcheckpoint import InvalidInputError
 
-VARIANTS = ["sync-conn", "sync-own-pool", "async-conn", "async-own-pool"]
+VARIANTS = ["sync-own-conn", "sync-own-pool", "async-own-conn", "async-own-pool"]
 
 
 @pytest.fixture(params=VARIANTS)

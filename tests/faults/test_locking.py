@@ -232,7 +232,7 @@ def pgbouncer_dsn(db_dsn: str) -> Iterator[str]:
 
 def lock_holders(dsn: str, thread_id: str) -> list[int]:
     """The server sessions holding the thread's lock, as seen on a direct connection."""
-    from pgcheckpoint.locking import thread_lock_key
+    from pgcheckpoint.core.locks import thread_lock_key
 
     with psycopg.connect(dsn) as conn:
         rows = conn.execute(

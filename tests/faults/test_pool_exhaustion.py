@@ -39,7 +39,7 @@ async def give_back(pool: Any, held: list[Any]) -> None:
             await done
 
 
-@pytest.mark.parametrize("kind", ["own-pool", "user-pool"])
+@pytest.mark.parametrize("kind", ["own-pool", "pool-checked"])
 @pytest.mark.parametrize("driver", ["sync", "async"])
 async def test_exhausted_pool_raises_pool_timeout_naming_its_size(
     db_dsn: str, driver: str, kind: str
@@ -97,7 +97,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@pytest.mark.parametrize("kind", ["own-pool", "user-pool"])
+@pytest.mark.parametrize("kind", ["own-pool", "pool-checked"])
 @pytest.mark.parametrize("driver", ["sync", "async"])
 async def test_a_pool_that_cannot_connect_says_why_not_its_size(
     db_dsn: str, driver: str, kind: str

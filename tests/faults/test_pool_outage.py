@@ -63,7 +63,7 @@ async def test_a_pool_that_cannot_connect_says_why_not_that_it_is_too_small(
     assert "max_size" not in message, message
 
 
-@pytest.mark.parametrize("kind", ["own-pool", "user-pool-unchecked", "user-pool"])
+@pytest.mark.parametrize("kind", ["own-pool", "pool", "pool-checked"])
 @pytest.mark.parametrize("driver", ["sync", "async"])
 async def test_the_saver_is_back_with_the_server_whatever_the_pools_backoff(
     database_to_come: tuple[str, Any], hour_long_backoff: None, driver: str, kind: str
@@ -78,8 +78,6 @@ async def test_the_saver_is_back_with_the_server_whatever_the_pools_backoff(
         await asyncio.to_thread(create)
         assert await asyncio.wait_for(reads, WAIT) == [None, None, None]
         # the pool would try again in an hour: the saver goes on without it
-        stored = await api.put(
-            generate_config("t"), generate_checkpoint(), generate_metadata(), {}
-        )
+        stored = await api.put(generate_config("t"), generate_checkpoint(), generate_metadata(), {})
         tup = await api.get_tuple(stored)
         assert tup is not None and tup.config == stored

@@ -25,8 +25,9 @@ from support.chat import chat_graph
 from support.retention import write_threads
 from support.savers import SaverApi, open_saver
 
-from pgcheckpoint import PostgresSaver, migrate
+from pgcheckpoint import PostgresSaver
 from pgcheckpoint.cli import main
+from pgcheckpoint.schema import migrate
 
 from .private_pg import Replicated, why_unavailable
 

@@ -38,10 +38,15 @@ from support.faults import WAIT, blocker, terminate_waiting
 from support.rows import rows_of
 from support.savers import POOLED, SaverApi, open_saver
 
-from pgcheckpoint import migrate
-from pgcheckpoint.core import SaverCore
-from pgcheckpoint.ops import OpRun
-from pgcheckpoint.queries import retry_safe, statement_names
+from pgcheckpoint.core.copies import copy_thread_op
+from pgcheckpoint.core.deletes import delete_for_runs_op, delete_thread_op, prune_op
+from pgcheckpoint.core.delta_history import delta_history_op
+from pgcheckpoint.core.reads import get_tuple_op, list_op
+from pgcheckpoint.core.state import SaverState
+from pgcheckpoint.core.writes import put_op, put_writes_op
+from pgcheckpoint.drivers.oprun import OpRun
+from pgcheckpoint.schema import migrate
+from pgcheckpoint.statements.queries import retry_safe, statement_names
 
 from .private_pg import PrivateServer, why_unavailable
 
@@ -151,7 +156,7 @@ async def test_thread_lock_after_a_restart(server: PrivateServer, dsn: str, driv
 # stale connections it finds, so with a 1 s timeout each one it tries next has
 # idled out meanwhile, and the request times out (see README, Connections).
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["own-pool", "user-pool-unchecked"])
+@pytest.mark.parametrize("kind", ["own-pool", "pool"])
 @pytest.mark.parametrize("driver", ["sync", "async"])
 async def test_connections_closed_by_idle_session_timeout_are_replaced(
     server: PrivateServer, driver: str, kind: str
@@ -180,7 +185,7 @@ async def test_read_in_flight_during_a_restart_is_run_again(
     server: PrivateServer, dsn: str, driver: str
 ) -> None:
     tid = thread()
-    async with open_saver(driver, "user-pool-unchecked", dsn) as api:
+    async with open_saver(driver, "pool", dsn) as api:
         stored = await put(api, tid)
         # the read waits behind a lock until the server goes down under it
         with blocker(dsn, "LOCK TABLE pgc_checkpoints IN ACCESS EXCLUSIVE MODE"):
@@ -231,7 +236,7 @@ async def test_put_in_flight_on_one_connection_fails_clearly_and_stores_nothing(
     tid = thread()
     checkpoint, versions = with_values({"items": ["a", "b"], "more": {"k": [1, 2, 3]}})
     statement, params = _conflicting_row(tid, checkpoint["id"])
-    async with open_saver(driver, "conn", dsn) as api:
+    async with open_saver(driver, "own-conn", dsn) as api:
         with blocker(dsn, statement, params=params):
             putting = asyncio.ensure_future(
                 api.put(generate_config(tid), checkpoint, generate_metadata(), versions)
@@ -265,7 +270,7 @@ async def test_put_in_flight_on_one_connection_fails_clearly_and_stores_nothing(
 async def test_an_operation_that_loses_its_connection_twice_fails(db_dsn: str, driver: str) -> None:
     """One retry, not a loop: a second lost connection is the caller's to handle."""
     tid = thread()
-    async with open_saver(driver, "user-pool-unchecked", db_dsn) as api:
+    async with open_saver(driver, "pool", db_dsn) as api:
         stored = await put(api, tid)
         with blocker(db_dsn, "LOCK TABLE pgc_checkpoints IN ACCESS EXCLUSIVE MODE"):
             reading = asyncio.ensure_future(api.get_tuple(stored))
@@ -285,7 +290,7 @@ async def test_a_listing_starts_over_when_its_second_statement_loses_the_connect
     """`list` reads a page, then the page's stored values: two statements that only
     read, so a connection lost at the second starts the listing over elsewhere."""
     tid = thread()
-    async with open_saver(driver, "user-pool-unchecked", db_dsn) as api:
+    async with open_saver(driver, "pool", db_dsn) as api:
         first = await put(api, tid)
         second = await put(api, tid, first)
         # the page comes from the checkpoints; the stored values wait for the blobs
@@ -326,24 +331,24 @@ def test_retry_safety_is_read_from_the_statement_headers() -> None:
 
 
 def test_every_public_operation_starts_with_a_statement_safe_to_run_again() -> None:
-    core = SaverCore()
+    core = SaverState()
     config = generate_config("t")
     with_id = {"configurable": {**config["configurable"], "checkpoint_id": "c1"}}
     checkpoint, versions = with_values({"items": [1, 2]})
     ops = {
-        "put": core.put_op(config, checkpoint, generate_metadata(), versions),
-        "put_writes": core.put_writes_op(with_id, [("a", 1)], "task"),
-        "put_writes special": core.put_writes_op(with_id, [("__error__", "x")], "task"),
-        "get_tuple": core.get_tuple_op(config),
-        "get_tuple by id": core.get_tuple_op(with_id),
-        "list": core.list_op(config),
-        "list across threads": core.list_op(None, filter={"a": 1}),
-        "delete_thread": core.delete_thread_op("t"),
-        "copy_thread": core.copy_thread_op("t", "u"),
-        "prune": core.prune_op(["t"]),
-        "prune delete": core.prune_op(["t"], strategy="delete"),
-        "delete_for_runs": core.delete_for_runs_op(["r"]),
-        "delta history": core.delta_history_op(with_id, ["m"]),
+        "put": put_op(core, config, checkpoint, generate_metadata(), versions),
+        "put_writes": put_writes_op(core, with_id, [("a", 1)], "task"),
+        "put_writes special": put_writes_op(core, with_id, [("__error__", "x")], "task"),
+        "get_tuple": get_tuple_op(core, config),
+        "get_tuple by id": get_tuple_op(core, with_id),
+        "list": list_op(core, config),
+        "list across threads": list_op(core, None, filter={"a": 1}),
+        "delete_thread": delete_thread_op(core, "t"),
+        "copy_thread": copy_thread_op(core, "t", "u"),
+        "prune": prune_op(core, ["t"]),
+        "prune delete": prune_op(core, ["t"], strategy="delete"),
+        "delete_for_runs": delete_for_runs_op(core, ["r"]),
+        "delta history": delta_history_op(core, with_id, ["m"]),
     }
     firsts = {name: OpRun(op).first.name for name, op in ops.items()}
     assert {name: first for name, first in firsts.items() if not retry_safe(first)} == {}
@@ -351,7 +356,7 @@ def test_every_public_operation_starts_with_a_statement_safe_to_run_again() -> N
 
 def test_put_is_a_single_statement() -> None:
     checkpoint, versions = with_values({"items": [1, 2], "other": {"deep": ["x"]}})
-    op = SaverCore().put_op(generate_config("t"), checkpoint, generate_metadata(), versions)
+    op = put_op(SaverState(), generate_config("t"), checkpoint, generate_metadata(), versions)
     assert next(op).name == "put_checkpoint"
     with pytest.raises(StopIteration):
         op.send([{"stored": True}])  # its one row, and the op is done
@@ -375,7 +380,7 @@ class _Conn:
 def test_when_an_operation_may_run_again(
     pooled: bool, exc: Exception, closed: bool, expected: bool
 ) -> None:
-    run = OpRun(SaverCore().get_tuple_op(generate_config("t")), pooled=pooled)
+    run = OpRun(get_tuple_op(SaverState(), generate_config("t")), pooled=pooled)
     conn: Any = _Conn(closed)
     assert run.may_retry(exc, conn) is expected
     run.retried = True
@@ -383,7 +388,7 @@ def test_when_an_operation_may_run_again(
 
 
 def test_an_operation_that_has_seen_a_statement_does_not_run_again() -> None:
-    run = OpRun(SaverCore().delete_for_runs_op(["r"]), pooled=True)
+    run = OpRun(delete_for_runs_op(SaverState(), ["r"]), pooled=True)
     lost: Any = _Conn(True)
     assert run.may_retry(psycopg.OperationalError("lost"), lost)
     # its first read found checkpoints: what follows depends on that answer
@@ -405,7 +410,7 @@ def test_a_read_only_operation_starts_over_from_its_first_statement() -> None:
     config = generate_config("t")
 
     def listing() -> Any:
-        return SaverCore().list_op(config)
+        return list_op(SaverState(), config)
 
     run = OpRun(listing(), pooled=True, restart=listing)
     lost: Any = _Conn(True)

@@ -48,8 +48,8 @@ from support.cli import cli_env
 from support.rows import TABLES, rows_of
 
 from pgcheckpoint import MissingParentError, PostgresSaver
-from pgcheckpoint.core import SaverCore
-from pgcheckpoint.maintenance.retention import PruneReport, older_than_sweep
+from pgcheckpoint.core.state import SaverState
+from pgcheckpoint.maintenance.retention import PruneReport, SweepLimits, older_than_sweep
 from pgcheckpoint.ops import Stmt
 
 MONTH = timedelta(days=30)
@@ -419,7 +419,7 @@ def test_a_foreign_key_violation_rolls_the_batch_back_and_retries_its_threads(
 def test_a_thread_that_keeps_conflicting_is_reported_and_left_whole() -> None:
     """The sweep's own logic, fed rows (no database): a batch that fails goes again
     one thread at a time; the thread that fails alone is reported, the rest go."""
-    sweep = older_than_sweep(SaverCore(), MONTH, batch_size=3)
+    sweep = older_than_sweep(SaverState(), MONTH, limits=SweepLimits(batch_size=3))
     candidates = [[{"thread_id": t} for t in ("a", "b", "c")], []]
     deleted: list[list[str]] = []
 

@@ -16,7 +16,6 @@ import asyncio
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-import psycopg
 import pytest
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -24,7 +23,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import StateGraph
 from langgraph.types import StateSnapshot
 from psycopg.rows import dict_row
-from psycopg_pool import AsyncConnectionPool, ConnectionPool
+from support.savers import open_variant
 
 from pgcheckpoint import AsyncPostgresSaver, EncryptedSerde, PostgresSaver
 
@@ -50,28 +49,11 @@ async def saver(
 ) -> AsyncIterator[PostgresSaver | AsyncPostgresSaver]:
     driver, kind = request.param.split("-")
     serde = EncryptedSerde(keys={"k1": ENCRYPTION_KEY}) if kind == "encrypted" else None
-    if driver == "sync":
-        if kind in ("pool", "encrypted"):
-            with ConnectionPool(db_dsn, max_size=8, kwargs=CONNECTION, open=True) as pool:
-                yield PostgresSaver(pool, serde=serde)
-            return
-        with psycopg.Connection.connect(db_dsn, **CONNECTION) as conn:
-            if kind == "pipeline":
-                with conn.pipeline() as pipe:
-                    yield PostgresSaver(conn, pipe)
-            else:
-                yield PostgresSaver(conn)
-        return
-    if kind in ("pool", "encrypted"):
-        async with AsyncConnectionPool(db_dsn, max_size=8, kwargs=CONNECTION, open=False) as apool:
-            yield AsyncPostgresSaver(apool, serde=serde)
-        return
-    async with await psycopg.AsyncConnection.connect(db_dsn, **CONNECTION) as aconn:
-        if kind == "pipeline":
-            async with aconn.pipeline() as apipe:
-                yield AsyncPostgresSaver(aconn, apipe)
-        else:
-            yield AsyncPostgresSaver(aconn)
+    variant = f"{driver}-{'pool' if kind == 'encrypted' else kind}"
+    async with open_variant(
+        variant, db_dsn, serde=serde, connection=CONNECTION, pool={"max_size": 8}
+    ) as opened:
+        yield opened
 
 
 class GraphRunner:

@@ -15,19 +15,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-import psycopg
 import pytest
-from psycopg_pool import AsyncConnectionPool, ConnectionPool
-from support.savers import Saver, SaverApi
+from support.savers import VARIANTS, Saver, SaverApi, open_variant
 
-from pgcheckpoint import AsyncPostgresSaver, PostgresSaver
-from pgcheckpoint.caches import DEFAULT_CACHE_BYTES
-
-DRIVERS = ("sync", "async")
-CONNECTIONS = ("conn", "pool", "pipeline")
-VARIANTS = [f"{driver}-{kind}" for driver in DRIVERS for kind in CONNECTIONS]
-ASYNC_VARIANTS = [v for v in VARIANTS if v.startswith("async-")]
-SYNC_VARIANTS = [v for v in VARIANTS if v.startswith("sync-")]
+from pgcheckpoint.core.caches import DEFAULT_CACHE_BYTES
 
 
 @pytest.fixture
@@ -41,40 +32,8 @@ async def saver(
     request: pytest.FixtureRequest, db_dsn: str, cache_bytes: int
 ) -> AsyncIterator[Saver]:
     """A saver on this test's database, over one of the six driver/connection variants."""
-    driver, kind = request.param.split("-")
-    if driver == "sync":
-        if kind == "pool":
-            pool = ConnectionPool(db_dsn, min_size=1, max_size=4, open=True)
-            try:
-                yield PostgresSaver(pool, cache_bytes=cache_bytes)
-                assert not pool.closed, "the saver closed a pool it was handed"
-            finally:
-                pool.close()
-            return
-        with psycopg.connect(db_dsn) as conn:
-            if kind == "pipeline":
-                with conn.pipeline() as pipe:
-                    yield PostgresSaver(conn, pipe, cache_bytes=cache_bytes)
-            else:
-                yield PostgresSaver(conn, cache_bytes=cache_bytes)
-            assert not conn.closed, "the saver closed a connection it was handed"
-        return
-    if kind == "pool":
-        apool = AsyncConnectionPool(db_dsn, min_size=1, max_size=4, open=False)
-        await apool.open()
-        try:
-            yield AsyncPostgresSaver(apool, cache_bytes=cache_bytes)
-            assert not apool.closed, "the saver closed a pool it was handed"
-        finally:
-            await apool.close()
-        return
-    async with await psycopg.AsyncConnection.connect(db_dsn) as aconn:
-        if kind == "pipeline":
-            async with aconn.pipeline() as apipe:
-                yield AsyncPostgresSaver(aconn, apipe, cache_bytes=cache_bytes)
-        else:
-            yield AsyncPostgresSaver(aconn, cache_bytes=cache_bytes)
-        assert not aconn.closed, "the saver closed a connection it was handed"
+    async with open_variant(request.param, db_dsn, cache_bytes=cache_bytes) as opened:
+        yield opened
 
 
 @pytest.fixture

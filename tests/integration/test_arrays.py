@@ -1,4 +1,4 @@
-"""The typed array parameters (`pgcheckpoint.arrays`) as PostgreSQL reads them."""
+"""The typed array parameters (`pgcheckpoint.statements.arrays`) as PostgreSQL reads them."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 from psycopg.rows import dict_row
 
 from pgcheckpoint import PostgresSaver
-from pgcheckpoint.arrays import ByteaArray, Int4Array, TextArray
-from pgcheckpoint.drivers import Cursors, cursor_of
+from pgcheckpoint.drivers.connections import Cursors, cursor_of
+from pgcheckpoint.statements.arrays import ByteaArray, Int4Array, TextArray
 
 
 def test_arrays_arrive_as_sent(db_dsn: str) -> None:
@@ -64,7 +64,7 @@ def test_connection_opened_before_import_still_stores(db_dsn: str) -> None:
         conn.execute("SELECT 1")  # its adapters are made now, before the dumpers exist
         from langgraph.checkpoint.base import empty_checkpoint
         from pgcheckpoint import PostgresSaver
-        from pgcheckpoint.arrays import TextArray
+        from pgcheckpoint.statements.arrays import TextArray
         from psycopg.adapt import PyFormat
         assert conn.adapters.get_dumper(TextArray, PyFormat.AUTO).__name__ != "TextArrayDumper"
         saver = PostgresSaver(conn)

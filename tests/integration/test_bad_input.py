@@ -16,7 +16,7 @@ from support.rows import total_rows
 from support.savers import SaverApi
 
 from pgcheckpoint import InvalidInputError
-from pgcheckpoint.validate import json_projection
+from pgcheckpoint.codec.metadata import json_projection
 
 NUL_METADATA: dict[str, Any] = {
     "source": "loop",

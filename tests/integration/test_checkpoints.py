@@ -23,7 +23,7 @@ from langgraph.checkpoint.conformance.test_utils import (
 from psycopg.types.json import Jsonb
 from support.savers import SaverApi
 
-from pgcheckpoint.validate import metadata_matches
+from pgcheckpoint.codec.metadata import metadata_matches
 
 
 def thread() -> str:

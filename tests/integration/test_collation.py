@@ -28,7 +28,7 @@ from psycopg import sql
 from support.chat import append
 
 from pgcheckpoint import PostgresSaver
-from pgcheckpoint.migrate import upgrade
+from pgcheckpoint.schema.migrate import upgrade
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from langgraph.checkpoint.conformance.capabilities import ALL_CAPABILITIES
 from support.savers import ThreadedSaver
 
 from pgcheckpoint import AsyncPostgresSaver, PostgresSaver
-from pgcheckpoint.caches import DEFAULT_CACHE_BYTES
+from pgcheckpoint.core.caches import DEFAULT_CACHE_BYTES
 
 
 @pytest.mark.parametrize(

@@ -226,19 +226,21 @@ def test_history_is_one_round_trip(db_dsn: str) -> None:
             writer.write(parent, [("msgs", [i])], f"task-{i}")
             parent = writer.put(parent, {}, bump=("msgs",))
         statements: list[str] = []
-        make_op = saver.delta_history_op
+        run = saver.run
 
-        def counting(config: Any, channels: Any) -> Any:
-            op = make_op(config, channels)
-            stmt = next(op)
-            while True:
-                statements.append(stmt.name)
-                try:
-                    stmt = op.send((yield stmt))
-                except StopIteration as done:
-                    return done.value
+        def counting(op: Any, **kwargs: Any) -> Any:
+            def watched() -> Any:
+                stmt = next(op)
+                while True:
+                    statements.append(stmt.name)
+                    try:
+                        stmt = op.send((yield stmt))
+                    except StopIteration as done:
+                        return done.value
 
-        saver.delta_history_op = counting  # type: ignore[method-assign]
+            return run(watched(), name=kwargs.get("name"))
+
+        saver.run = counting  # type: ignore[method-assign]
         got = writer.history(parent, ["msgs"])
     assert statements == ["delta_channel_history"]
     assert [w[2] for w in got["msgs"]["writes"]] == [[i] for i in range(300)]

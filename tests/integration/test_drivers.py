@@ -18,11 +18,9 @@ from langgraph.checkpoint.conformance.test_utils import (
 )
 from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
-from support.savers import SaverApi
+from support.savers import ASYNC_VARIANTS, VARIANTS, SaverApi
 
 from pgcheckpoint import AsyncPostgresSaver, PgCheckpointError, PostgresSaver
-
-from .conftest import ASYNC_VARIANTS, VARIANTS
 
 
 def count_checkpoints(db_dsn: str, thread_id: str) -> int:

@@ -20,8 +20,8 @@ from support.cli import cli_env
 from support.dsn import url_of
 
 from pgcheckpoint import AsyncPostgresSaver, EncryptedSerde, PostgresSaver, rotate_key
-from pgcheckpoint.migrate import current, head, upgrade
 from pgcheckpoint.resources import migrations_dir
+from pgcheckpoint.schema.migrate import current, head, upgrade
 
 
 def forms(dsn: str) -> list[str]:

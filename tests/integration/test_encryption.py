@@ -31,8 +31,7 @@ from langgraph.graph.message import add_messages
 from langgraph.types import Command, interrupt
 from psycopg import sql
 from psycopg.rows import dict_row
-from psycopg_pool import AsyncConnectionPool, ConnectionPool
-from support.savers import ThreadedSaver
+from support.savers import VARIANTS, ThreadedSaver, open_variant
 from typing_extensions import TypedDict
 
 from pgcheckpoint import (
@@ -45,9 +44,7 @@ from pgcheckpoint import (
 )
 from pgcheckpoint.cli import main as cli_main
 from pgcheckpoint.maintenance.rotation import rotate_page_op
-from pgcheckpoint.queries import Queries
-
-from .conftest import VARIANTS
+from pgcheckpoint.statements.queries import Queries
 
 K1 = bytes(range(32))
 K2 = bytes(range(100, 132))
@@ -108,25 +105,8 @@ async def encrypted_saver(
 ) -> AsyncIterator[BaseCheckpointSaver[str]]:
     """Every driver/connection variant with EncryptedSerde; sync savers behind threads."""
     serde = enc(filterable_metadata=("source", "step", "score"))
-    driver, kind = request.param.split("-")
-    if driver == "sync":
-        if kind == "pool":
-            with ConnectionPool(db_dsn, min_size=1, max_size=4) as pool:
-                yield ThreadedSaver(PostgresSaver(pool, serde=serde))
-            return
-        with PostgresSaver.from_conn_string(
-            db_dsn, serde=serde, pipeline=kind == "pipeline"
-        ) as sync_saver:
-            yield ThreadedSaver(sync_saver)
-        return
-    if kind == "pool":
-        async with AsyncConnectionPool(db_dsn, min_size=1, max_size=4, open=False) as apool:
-            yield AsyncPostgresSaver(apool, serde=serde)
-        return
-    async with AsyncPostgresSaver.from_conn_string(
-        db_dsn, serde=serde, pipeline=kind == "pipeline"
-    ) as async_saver:
-        yield async_saver
+    async with open_variant(request.param, db_dsn, serde=serde) as opened:
+        yield ThreadedSaver(opened) if isinstance(opened, PostgresSaver) else opened
 
 
 async def test_conformance_suite_passes_with_encryption_on(

@@ -10,7 +10,7 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
-from pgcheckpoint.migrate import VERSION_TABLE
+from pgcheckpoint.schema.ddl import VERSION_TABLE
 
 DB_PREFIX = "pgc_test_"
 

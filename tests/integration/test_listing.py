@@ -16,6 +16,7 @@ from langgraph.checkpoint.base.id import uuid6
 from psycopg.rows import dict_row
 
 from pgcheckpoint import PostgresSaver
+from pgcheckpoint.core.reads import decode_listed, list_op
 
 
 def grow_chat(saver: PostgresSaver, thread_id: str, turns: int) -> list[list[str]]:
@@ -44,10 +45,10 @@ def grow_chat(saver: PostgresSaver, thread_id: str, turns: int) -> list[list[str
 def test_a_page_reads_each_stored_value_once(db_dsn: str) -> None:
     with PostgresSaver.from_conn_string(db_dsn) as saver:
         values = grow_chat(saver, "chat", 40)
-        op = saver.list_op({"configurable": {"thread_id": "chat", "checkpoint_ns": ""}}, limit=10)
+        op = list_op(saver, {"configurable": {"thread_id": "chat", "checkpoint_ns": ""}}, limit=10)
         rows, _ = saver.run(op)
         assert len(rows) == 10
-        listed = [t.checkpoint["channel_values"] for t in saver.decode_listed(rows, None, 10)]
+        listed = [t.checkpoint["channel_values"] for t in decode_listed(saver, rows, None, 10)]
     assert [v["messages"] for v in listed] == values[::-1][:10]
     assert all(v["settings"] == {"mode": "fixed"} for v in listed)
     # every row names its pieces, but each piece's bytes are one object for the page
@@ -78,7 +79,7 @@ def test_a_checkpoint_deleted_between_the_two_statements_is_left_out(db_dsn: str
     with PostgresSaver.from_conn_string(db_dsn) as saver:
         values = grow_chat(saver, "chat", 5)
         grow_chat(saver, "other", 2)
-        op = saver.list_op(None)
+        op = list_op(saver, None)
         stmt = next(op)
         assert stmt.name == "list_checkpoints"
         with psycopg.connect(db_dsn, autocommit=True) as conn:
@@ -93,5 +94,5 @@ def test_a_checkpoint_deleted_between_the_two_statements_is_left_out(db_dsn: str
             op.send(found)
         kept, _ = done.value.value
         assert {r["thread_id"] for r in kept} == {"chat"}
-        listed = list(saver.decode_listed(kept, None, None))
+        listed = list(decode_listed(saver, kept, None, None))
     assert [t.checkpoint["channel_values"]["messages"] for t in listed] == values[::-1]

@@ -32,7 +32,7 @@ from pgcheckpoint import (
     PostgresSaver,
     ThreadBusyError,
 )
-from pgcheckpoint.locking import ThreadLock, thread_lock_key
+from pgcheckpoint.core.locks import ThreadLock, thread_lock_key
 
 WAIT = 60.0  # a bound for what should take milliseconds; never asserted
 

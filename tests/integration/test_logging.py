@@ -9,7 +9,7 @@ from support.savers import Saver
 
 from pgcheckpoint import AsyncPostgresSaver
 from pgcheckpoint.ops import Op, Row, Stmt
-from pgcheckpoint.telemetry import logger
+from pgcheckpoint.telemetry.activity import logger
 
 
 def noisy_op(schema: str) -> Op[list[Row]]:

@@ -22,7 +22,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from pgcheckpoint import AsyncPostgresSaver, PostgresSaver
-from pgcheckpoint.caches import DEFAULT_CACHE_BYTES
+from pgcheckpoint.core.caches import DEFAULT_CACHE_BYTES
 
 from .conftest import Saver, SaverApi
 

@@ -25,7 +25,7 @@ from psycopg import sql
 from support.cli import run_cli
 
 from pgcheckpoint import AsyncPostgresSaver, PostgresSaver
-from pgcheckpoint.migrate import upgrade
+from pgcheckpoint.schema.migrate import upgrade
 
 IMPORT = "pgcheckpoint import-langgraph"
 

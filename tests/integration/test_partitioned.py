@@ -47,14 +47,15 @@ from support.retention import write_threads
 from support.savers import SaverApi, ThreadedSaver
 
 from pgcheckpoint import AsyncPostgresSaver, EncryptedSerde, PostgresSaver
+from pgcheckpoint.core.official import official_threads_op
 from pgcheckpoint.errors import MissingCheckpointError, MissingParentError
 from pgcheckpoint.maintenance.rotation import rotation_sweep
 from pgcheckpoint.maintenance.stats import storage_stats_op
-from pgcheckpoint.official import official_threads_op
 from pgcheckpoint.ops import Stmt
-from pgcheckpoint.queries import Queries, statement_names
 from pgcheckpoint.resources import sql_dir
-from pgcheckpoint.telemetry import Activity, Telemetry
+from pgcheckpoint.statements.queries import Queries, statement_names
+from pgcheckpoint.telemetry.activity import Activity
+from pgcheckpoint.telemetry.config import Telemetry
 from pgcheckpoint.threadview.ops import (
     checkpoint_values_op,
     recent_threads_op,

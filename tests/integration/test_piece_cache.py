@@ -136,9 +136,7 @@ def test_a_piece_edited_in_the_table_is_read_as_it_now_is(db_dsn: str) -> None:
             assert read(saver, "t") == [LONG, "a"]
         with psycopg.connect(db_dsn, autocommit=True) as conn:
             blob = saver.serde.dumps_typed([LONG, "b"])
-            conn.execute(
-                "UPDATE pgc_blobs SET type = %s, blob = %s WHERE thread_id = 't'", blob
-            )
+            conn.execute("UPDATE pgc_blobs SET type = %s, blob = %s WHERE thread_id = 't'", blob)
         assert read(saver, "t") == [LONG, "b"]
 
 

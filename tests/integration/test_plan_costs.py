@@ -19,7 +19,11 @@ from langgraph.checkpoint.base.id import uuid6
 from psycopg.rows import dict_row
 
 from pgcheckpoint import PostgresSaver
-from pgcheckpoint.ops import Stmt, checkpoint_keys
+from pgcheckpoint.core.deletes import needed_for_op
+from pgcheckpoint.core.delta_history import delta_history_op
+from pgcheckpoint.core.reads import get_tuple_op, list_op
+from pgcheckpoint.core.rows import checkpoint_keys
+from pgcheckpoint.ops import Stmt
 
 from .test_listing import grow_chat
 
@@ -69,7 +73,7 @@ def assert_cheap(dsn: str, saver: PostgresSaver, stmts: list[Stmt]) -> None:
 def statements_of_list(
     dsn: str, saver: PostgresSaver, config: Any, limit: int | None
 ) -> list[Stmt]:
-    op = saver.list_op(config, limit=limit)
+    op = list_op(saver, config, limit=limit)
     stmt = next(op)
     with psycopg.connect(dsn, autocommit=True) as conn:
         cur = conn.cursor(row_factory=dict_row, binary=True)
@@ -80,7 +84,7 @@ def statements_of_list(
 @pytest.mark.parametrize("limit", [10, 100, None])
 def test_reads(populated: tuple[str, PostgresSaver], limit: int | None) -> None:
     dsn, saver = populated
-    stmts = [next(saver.get_tuple_op({"configurable": {"thread_id": "chat"}}))]
+    stmts = [next(get_tuple_op(saver, {"configurable": {"thread_id": "chat"}}))]
     for config in ({"configurable": {"thread_id": "chat", "checkpoint_ns": ""}}, None):
         stmts += statements_of_list(dsn, saver, config, limit)
     assert_cheap(dsn, saver, stmts)
@@ -89,12 +93,16 @@ def test_reads(populated: tuple[str, PostgresSaver], limit: int | None) -> None:
 def test_maintenance(populated: tuple[str, PostgresSaver]) -> None:
     dsn, saver = populated
     with psycopg.connect(dsn, autocommit=True) as conn:
-        rows = conn.cursor(row_factory=dict_row).execute(
-            "SELECT thread_id, checkpoint_ns, checkpoint_id FROM pgc_checkpoints"
-            " WHERE thread_id = 'chat' ORDER BY checkpoint_id"
-        ).fetchall()
+        rows = (
+            conn.cursor(row_factory=dict_row)
+            .execute(
+                "SELECT thread_id, checkpoint_ns, checkpoint_id FROM pgc_checkpoints"
+                " WHERE thread_id = 'chat' ORDER BY checkpoint_id"
+            )
+            .fetchall()
+        )
     doomed, kept = rows[:-50], rows[-50:]
-    rebuild = next(saver.needed_for_op(kept))
+    rebuild = next(needed_for_op(saver, kept))
     stmts = [
         rebuild,
         Stmt("delete_checkpoints", checkpoint_keys(doomed)),
@@ -144,7 +152,7 @@ def test_delta_walk_reads_only_the_walked_writes_without_statistics(db_dsn: str)
             new = {"messages": f"{step + 1:032}.0"}
             config = saver.put(config, checkpoint, {"step": step}, new)  # type: ignore[arg-type]
             saver.put_writes(config, [("messages", f"w{step}"), ("other", step)], f"task-{step}")
-        stmt = next(saver.delta_history_op(config, ["messages"]))
+        stmt = next(delta_history_op(saver, config, ["messages"]))
         history = saver.get_delta_channel_history(config=config, channels=["messages"])
         assert [w[2] for w in history["messages"]["writes"]] == [f"w{s}" for s in range(120, 239)]
     walked_writes = 2 * 120
@@ -196,7 +204,7 @@ def test_latest_checkpoint_reads_one_index_entry_without_statistics(db_dsn: str)
         grow_chat(saver, "long", 300)  # in tables never analyzed
         latest = saver.get_tuple(config)
         assert latest is not None
-        stmt = next(saver.get_tuple_op(config))
+        stmt = next(get_tuple_op(saver, config))
     assert stmt.name == "get_latest_checkpoint"
     with psycopg.connect(db_dsn, autocommit=True) as conn:
         for mode in ("force_custom_plan", "force_generic_plan"):

@@ -30,10 +30,10 @@ from support.rows import TABLES
 from support.savers import SaverApi
 
 from pgcheckpoint import InvalidInputError, MissingParentError, PostgresSaver
-from pgcheckpoint.locking import maintenance_lock_key, thread_lock_key
+from pgcheckpoint.core.locks import maintenance_lock_key, thread_lock_key
 from pgcheckpoint.maintenance.retention import PruneReport
-from pgcheckpoint.migrate import upgrade
 from pgcheckpoint.resources import sql_dir
+from pgcheckpoint.schema.migrate import upgrade
 
 MONTH = timedelta(days=30)
 
@@ -263,9 +263,7 @@ async def test_threads_in_use_are_skipped_then_taken_by_the_next_sweep(
     pruning, guarded = threads["idle"], threads["ancient"]
     with psycopg.connect(db_dsn) as other:
         # another maintenance run (prune, delete_for_runs, a sweep) holds one thread
-        other.execute(
-            "SELECT pg_advisory_xact_lock(%s::int8)", (maintenance_lock_key(pruning),)
-        )
+        other.execute("SELECT pg_advisory_xact_lock(%s::int8)", (maintenance_lock_key(pruning),))
         # a guarded run holds the other (lock_thread's session lock)
         with psycopg.connect(db_dsn, autocommit=True) as runner:
             runner.execute(

@@ -33,10 +33,10 @@ from pgcheckpoint import (
     EncryptedSerde,
     PostgresSaver,
     ThreadBusyError,
-    migrate,
 )
-from pgcheckpoint.locking import thread_lock_key
-from pgcheckpoint.telemetry import Telemetry
+from pgcheckpoint.core.locks import thread_lock_key
+from pgcheckpoint.schema import migrate
+from pgcheckpoint.telemetry.config import Telemetry
 
 pytest.importorskip("opentelemetry.sdk")
 
@@ -415,9 +415,7 @@ async def test_a_busy_lock_shows_in_the_span_and_the_metrics(
 ) -> None:
     thread_id = new_thread()
     with psycopg.connect(db_dsn, autocommit=True) as holder:
-        holder.execute(
-            "SELECT pg_advisory_lock(%s)", (thread_lock_key(thread_id),)
-        )
+        holder.execute("SELECT pg_advisory_lock(%s)", (thread_lock_key(thread_id),))
         async with savers(driver, db_dsn, otel.telemetry) as api:
             with pytest.raises(ThreadBusyError):
                 await api.lock(thread_id, timeout=0.2)

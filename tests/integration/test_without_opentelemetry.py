@@ -19,8 +19,10 @@ from langgraph.checkpoint.conformance.test_utils import generate_config
 
 import pgcheckpoint
 from pgcheckpoint import PostgresSaver
-from pgcheckpoint.core import SaverCore
-from pgcheckpoint.telemetry import Activity, observe
+from pgcheckpoint.core.deletes import delete_thread_op
+from pgcheckpoint.core.state import SaverState
+from pgcheckpoint.telemetry.activity import Activity
+from pgcheckpoint.telemetry.config import observe
 
 HIDDEN = textwrap.dedent(
     """
@@ -40,7 +42,8 @@ HIDDEN = textwrap.dedent(
     from langgraph.checkpoint.conformance.test_utils import generate_config
     from langgraph.checkpoint.base import empty_checkpoint
     from pgcheckpoint import AsyncPostgresSaver, PostgresSaver
-    from pgcheckpoint.telemetry import Activity, observe
+    from pgcheckpoint.telemetry.activity import Activity
+    from pgcheckpoint.telemetry.config import observe
 
     DSN = sys.argv[1]
 
@@ -97,6 +100,6 @@ def test_with_the_api_and_no_sdk_an_operation_is_not_traced(db_dsn: str) -> None
     if not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
         pytest.skip("a tracer provider was set in this process")
     with PostgresSaver.from_conn_string(db_dsn) as saver:
-        activity = observe(saver, SaverCore().delete_thread_op("t"))
+        activity = observe(saver, delete_thread_op(SaverState(), "t"))
         assert type(activity) is Activity and activity.operation == "delete_thread"
         assert saver.get_tuple(generate_config("nothing-here")) is None

@@ -14,7 +14,7 @@ import pytest
 from render_schema import catalog
 
 from pgcheckpoint.cli import main
-from pgcheckpoint.migrate import current, downgrade, head, upgrade
+from pgcheckpoint.schema.migrate import current, downgrade, head, upgrade
 
 RUN_ID_INDEX = "pgc_checkpoints_run_id_idx"
 

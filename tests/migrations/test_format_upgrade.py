@@ -23,7 +23,7 @@ from psycopg.types.json import Jsonb
 from support.format1 import FILTERABLE, KEY, LANGGRAPH_KEY, TABLES, config, what_reads
 
 from pgcheckpoint import DecryptionError, EncryptedSerde, PostgresSaver, rotate_key
-from pgcheckpoint.migrate import current, upgrade
+from pgcheckpoint.schema.migrate import current, upgrade
 
 WRITTEN = json.loads((Path(__file__).parent / "format1" / "rows.json").read_text())
 THREADS = sorted(WRITTEN["expected"])

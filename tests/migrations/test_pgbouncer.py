@@ -17,7 +17,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from test_revisions import _write_thread
 
 from pgcheckpoint import AsyncPostgresSaver, PostgresSaver
-from pgcheckpoint.migrate import upgrade
+from pgcheckpoint.schema.migrate import upgrade
 
 
 @pytest.fixture

@@ -9,7 +9,8 @@ from langgraph.checkpoint.base import empty_checkpoint
 from render_schema import VERSION_TABLE, catalog
 
 from pgcheckpoint import PostgresSaver
-from pgcheckpoint.migrate import TABLES, current, downgrade, head, history, upgrade
+from pgcheckpoint.schema.ddl import TABLES
+from pgcheckpoint.schema.migrate import current, downgrade, head, history, upgrade
 
 
 def _revisions() -> list[str]:
@@ -59,10 +60,15 @@ def _write_thread(saver: PostgresSaver, thread_id: str) -> list[Any]:
         checkpoint = empty_checkpoint()
         checkpoint["channel_values"] = {"count": step, "state": {"step": step, "tags": ["a"]}}
         checkpoint["channel_versions"] = {"count": f"{step + 1}", "state": f"{step + 1}"}
-        config = saver.put(config, checkpoint, {"source": "loop", "step": step}, {
-            "count": f"{step + 1}",
-            "state": f"{step + 1}",
-        })
+        config = saver.put(
+            config,
+            checkpoint,
+            {"source": "loop", "step": step},
+            {
+                "count": f"{step + 1}",
+                "state": f"{step + 1}",
+            },
+        )
         saver.put_writes(config, [("count", step + 1)], task_id=f"task-{step}")
     return list(saver.list({"configurable": {"thread_id": thread_id}}))
 

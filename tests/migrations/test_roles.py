@@ -16,7 +16,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from pgcheckpoint import AsyncPostgresSaver, PostgresSaver, SchemaOutOfDateError
 from pgcheckpoint.cli import EXIT_FAILED, main
-from pgcheckpoint.migrate import current, head, upgrade
+from pgcheckpoint.schema.migrate import current, head, upgrade
 
 SCHEMA = "tenant_a"
 

@@ -12,7 +12,8 @@ from langgraph.checkpoint.base import empty_checkpoint
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from pgcheckpoint import AsyncPostgresSaver, PostgresSaver, SchemaOutOfDateError
-from pgcheckpoint.migrate import VERSION_TABLE, head, upgrade
+from pgcheckpoint.schema.ddl import VERSION_TABLE
+from pgcheckpoint.schema.migrate import head, upgrade
 
 VARIANTS = [f"{d}-{k}" for d in ("sync", "async") for k in ("conn", "pool", "pipeline")]
 CONFIG: Any = {"configurable": {"thread_id": "t1", "checkpoint_ns": ""}}
@@ -75,9 +76,7 @@ async def test_never_migrated_database_says_run_migrate(empty_db_dsn: str, varia
 async def test_custom_schema_message_names_the_schema_option(db_dsn: str) -> None:
     # public is migrated, tenant_a is not
     async with open_saver("async-pool", db_dsn, "tenant_a") as saver:
-        with pytest.raises(
-            SchemaOutOfDateError, match=r"`pgcheckpoint migrate --schema tenant_a`"
-        ):
+        with pytest.raises(SchemaOutOfDateError, match=r"`pgcheckpoint migrate --schema tenant_a`"):
             await get_tuple(saver)
     upgrade(db_dsn, schema="tenant_a")
     async with open_saver("async-pool", db_dsn, "tenant_a") as saver:

@@ -21,8 +21,8 @@ from psycopg import sql
 
 from pgcheckpoint import InvalidInputError, PostgresSaver
 from pgcheckpoint.cli import EXIT_OK, EXIT_USAGE, main
-from pgcheckpoint.migrate import current, downgrade, head, offline_sql, upgrade
-from pgcheckpoint.queries import Queries
+from pgcheckpoint.schema.migrate import current, downgrade, head, offline_sql, upgrade
+from pgcheckpoint.statements.queries import Queries
 
 HOSTILE = [
     "x{level_walk}",

@@ -9,7 +9,7 @@ import pytest
 from psycopg import sql
 from render_schema import SCHEMA_SQL, catalog, render_from_revisions
 
-from pgcheckpoint.migrate import head, offline_sql, upgrade
+from pgcheckpoint.schema.migrate import head, offline_sql, upgrade
 
 
 def _apply(dsn: str, schema: str, script: str) -> None:
@@ -35,9 +35,7 @@ def test_checked_in_schema_sql_equals_a_fresh_render(empty_db_dsn: str) -> None:
 
 
 @pytest.mark.parametrize("schema", ["public", "tenant_a"])
-def test_database_from_schema_sql_equals_one_from_revisions(
-    empty_db_dsn: str, schema: str
-) -> None:
+def test_database_from_schema_sql_equals_one_from_revisions(empty_db_dsn: str, schema: str) -> None:
     # two schemas of one database: one migrated, one built from the file
     upgrade(empty_db_dsn, schema=schema)
     _apply(empty_db_dsn, "from_file", SCHEMA_SQL.read_text(encoding="utf-8"))

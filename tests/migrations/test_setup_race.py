@@ -9,7 +9,7 @@ import sys
 import psycopg
 import pytest
 
-from pgcheckpoint.migrate import current, head
+from pgcheckpoint.schema.migrate import current, head
 
 SETUP_SCRIPT = """
 import asyncio, sys

@@ -8,7 +8,7 @@ from typing import Any
 from langgraph.checkpoint.base import Checkpoint
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint
 
-from pgcheckpoint.core import SaverCore
+from pgcheckpoint.core.state import SaverState
 
 
 def with_values(values: Mapping[str, Any], **fields: Any) -> tuple[Checkpoint, dict[str, str]]:
@@ -17,7 +17,7 @@ def with_values(values: Mapping[str, Any], **fields: Any) -> tuple[Checkpoint, d
     Values that are not str, int, float, bool or None are stored as blobs.
     `fields` go to `generate_checkpoint` (`checkpoint_id`, say).
     """
-    versions = {ch: SaverCore().get_next_version(None, None) for ch in values}
+    versions = {ch: SaverState().get_next_version(None, None) for ch in values}
     checkpoint = generate_checkpoint(
         channel_values=dict(values), channel_versions=dict(versions), **fields
     )

@@ -1,10 +1,13 @@
 """Savers as tests drive them: one awaitable API over both drivers, and ways to open them.
 
-`SaverApi` lets a test be written once for both savers: `await api.put(...)`
-awaits `aput` on an `AsyncPostgresSaver` and calls `put` on a `PostgresSaver`.
-`ThreadedSaver` puts a sync saver behind async methods, for suites that only
-call those. `async_saver_in_thread` gives an async saver to sync code.
-`open_saver` opens a saver the ways an application reaches the database.
+`open_variant` is the one place that opens a saver for a test, each way an
+application reaches the database (`VARIANTS`: the driver, then how it
+connects); every suite's fixtures call it. `SaverApi` lets a test be written
+once for both savers: `await api.put(...)` awaits `aput` on an
+`AsyncPostgresSaver` and calls `put` on a `PostgresSaver`; `open_saver` gives
+one over a variant. `ThreadedSaver` puts a sync saver behind async methods,
+for suites that only call those. `async_saver_in_thread` gives an async saver
+to sync code.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+import psycopg
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     BaseCheckpointSaver,
@@ -31,11 +35,86 @@ from pgcheckpoint import AsyncPostgresSaver, PostgresSaver
 
 Saver = PostgresSaver | AsyncPostgresSaver
 
-# How `open_saver` reaches the database: the saver opens a pool
-# (`from_conn_string`), the test hands it a pool with a check, a pool without
-# one, or one connection.
-POOLED = ("own-pool", "user-pool", "user-pool-unchecked")
-KINDS = (*POOLED, "conn")
+DRIVERS = ("sync", "async")
+# How a saver reaches the database: a connection the test hands it (with
+# psycopg's defaults unless `connection` says otherwise), a pipeline of one, a
+# pool the test hands it (without a check, or with one: `-checked`), or a
+# connection or pool the saver opens itself (`from_conn_string`).
+CONNECTIONS = ("conn", "pipeline", "pool", "pool-checked", "own-conn", "own-pool")
+# The variants most suites run: both drivers, on a connection, a pipeline, a pool.
+VARIANTS = [f"{driver}-{kind}" for driver in DRIVERS for kind in ("conn", "pool", "pipeline")]
+ASYNC_VARIANTS = [v for v in VARIANTS if v.startswith("async-")]
+POOLED = ("own-pool", "pool-checked", "pool")
+
+
+@contextlib.asynccontextmanager
+async def open_variant(
+    variant: str,
+    dsn: str,
+    *,
+    serde: Any = None,
+    cache_bytes: int | None = None,
+    connection: Mapping[str, Any] | None = None,
+    pool: Mapping[str, Any] | None = None,
+) -> AsyncIterator[Saver]:
+    """A saver on `dsn` the way `variant` ("sync-pool", "async-own-pool"...) says.
+
+    Args:
+        variant: The driver (`DRIVERS`) and the way it connects (`CONNECTIONS`).
+        serde: The savers' serializer.
+        cache_bytes: Their cache budget (default: the savers' own).
+        connection: Keyword arguments of the connections the test opens (for
+            a pool, its `kwargs`); psycopg's defaults when not given.
+        pool: Settings of a pool (`min_size`, `max_size`, `timeout`...).
+
+    A connection or pool the test handed over must still be open at the end.
+    """
+    driver, kind = variant.split("-", 1)
+    if driver not in DRIVERS or kind not in CONNECTIONS:
+        raise ValueError(f"unknown saver variant {variant!r}")
+    options: dict[str, Any] = {"serde": serde}
+    if cache_bytes is not None:
+        options["cache_bytes"] = cache_bytes
+    settings = {"min_size": 1, "max_size": 4, "timeout": 30.0, **(pool or {})}
+    connect = dict(connection or {})
+    if driver == "sync":
+        if kind.startswith("own-"):
+            opened = settings if kind == "own-pool" else False
+            with PostgresSaver.from_conn_string(dsn, pool=opened, **options) as saver:
+                yield saver
+        elif kind.startswith("pool"):
+            check = ConnectionPool.check_connection if kind == "pool-checked" else None
+            with ConnectionPool(dsn, check=check, kwargs=connect, **settings) as user_pool:
+                yield PostgresSaver(user_pool, **options)
+                assert not user_pool.closed, "the saver closed a pool it was handed"
+        else:
+            with psycopg.connect(dsn, **connect) as conn:
+                if kind == "pipeline":
+                    with conn.pipeline() as pipe:
+                        yield PostgresSaver(conn, pipe, **options)
+                else:
+                    yield PostgresSaver(conn, **options)
+                assert not conn.closed, "the saver closed a connection it was handed"
+        return
+    if kind.startswith("own-"):
+        aopened = settings if kind == "own-pool" else False
+        async with AsyncPostgresSaver.from_conn_string(dsn, pool=aopened, **options) as asaver:
+            yield asaver
+    elif kind.startswith("pool"):
+        acheck = AsyncConnectionPool.check_connection if kind == "pool-checked" else None
+        async with AsyncConnectionPool(
+            dsn, check=acheck, kwargs=connect, open=False, **settings
+        ) as apool:
+            yield AsyncPostgresSaver(apool, **options)
+            assert not apool.closed, "the saver closed a pool it was handed"
+    else:
+        async with await psycopg.AsyncConnection.connect(dsn, **connect) as aconn:
+            if kind == "pipeline":
+                async with aconn.pipeline() as apipe:
+                    yield AsyncPostgresSaver(aconn, apipe, **options)
+            else:
+                yield AsyncPostgresSaver(aconn, **options)
+            assert not aconn.closed, "the saver closed a connection it was handed"
 
 
 class SaverApi:
@@ -73,32 +152,10 @@ class SaverApi:
 async def open_saver(
     driver: str, kind: str, dsn: str, pool: Mapping[str, Any] | None = None
 ) -> AsyncIterator[SaverApi]:
-    """A threaded `SaverApi` over `dsn`: `driver` is sync or async, `kind` one of `KINDS`."""
-    settings = {"min_size": 2, "max_size": 4, "timeout": 30.0, **(pool or {})}
-    if driver == "sync":
-        if kind == "own-pool":
-            with PostgresSaver.from_conn_string(dsn, pool=settings) as saver:
-                yield SaverApi(saver, threaded=True)
-        elif kind == "conn":
-            with PostgresSaver.from_conn_string(dsn) as saver:
-                yield SaverApi(saver, threaded=True)
-        else:
-            check = ConnectionPool.check_connection if kind == "user-pool" else None
-            with ConnectionPool(dsn, check=check, **settings) as user_pool:
-                yield SaverApi(PostgresSaver(user_pool), threaded=True)
-                assert not user_pool.closed
-        return
-    if kind == "own-pool":
-        async with AsyncPostgresSaver.from_conn_string(dsn, pool=settings) as asaver:
-            yield SaverApi(asaver, threaded=True)
-    elif kind == "conn":
-        async with AsyncPostgresSaver.from_conn_string(dsn) as asaver:
-            yield SaverApi(asaver, threaded=True)
-    else:
-        acheck = AsyncConnectionPool.check_connection if kind == "user-pool" else None
-        async with AsyncConnectionPool(dsn, check=acheck, open=False, **settings) as apool:
-            yield SaverApi(AsyncPostgresSaver(apool), threaded=True)
-            assert not apool.closed
+    """A threaded `SaverApi` over `dsn`: `driver` is sync or async, `kind` one of `CONNECTIONS`."""
+    settings = {"min_size": 2, **(pool or {})}
+    async with open_variant(f"{driver}-{kind}", dsn, pool=settings) as saver:
+        yield SaverApi(saver, threaded=True)
 
 
 @contextlib.contextmanager

@@ -12,15 +12,15 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from pgcheckpoint import InvalidInputError, PostgresSaver
-from pgcheckpoint.appends import AppendCache
-from pgcheckpoint.caches import (
+from pgcheckpoint.core.appends import AppendCache
+from pgcheckpoint.core.caches import (
     DEFAULT_CACHE_BYTES,
     MISSING,
     CacheBudget,
     DecodedCache,
     approx_size,
 )
-from pgcheckpoint.core import SaverCore
+from pgcheckpoint.core.state import SaverState
 
 
 def chat(count: int, size: int) -> list[Any]:
@@ -121,7 +121,7 @@ def test_a_list_remembered_again_at_its_version_keeps_the_bytes_read_last() -> N
 
 
 def test_every_cache_of_a_saver_shares_one_budget() -> None:
-    core = SaverCore(cache_bytes=200_000)
+    core = SaverState(cache_bytes=200_000)
     clone = core.with_allowlist([("my.module", "Thing")])
     assert clone.caches is core.caches
     data = ormsgpack.packb(["x" * 40_000])
@@ -137,7 +137,7 @@ def test_every_cache_of_a_saver_shares_one_budget() -> None:
 
 
 def test_forgetting_a_thread_drops_its_decoded_values_too() -> None:
-    core = SaverCore()
+    core = SaverState()
     core.seed_cache.keep(("t1", "", "m", "d"), ["a"])
     core.write_cache.keep(("t1", "", "c", "k", "0", "msgpack", "d"), ["b"])
     core.seed_cache.keep(("t2", "", "m", "d"), ["c"])
@@ -150,9 +150,9 @@ def test_forgetting_a_thread_drops_its_decoded_values_too() -> None:
 @pytest.mark.parametrize("bad", [-1, 1.5, "32M", True, None])
 def test_cache_bytes_must_be_a_number_of_bytes(bad: Any) -> None:
     with pytest.raises(InvalidInputError, match="cache_bytes must be a number of bytes"):
-        SaverCore(cache_bytes=bad)
+        SaverState(cache_bytes=bad)
 
 
 def test_the_default_budget() -> None:
-    assert SaverCore().caches.max_bytes == DEFAULT_CACHE_BYTES == 32 * 1024 * 1024
+    assert SaverState().caches.max_bytes == DEFAULT_CACHE_BYTES == 32 * 1024 * 1024
     assert PostgresSaver.__init__.__kwdefaults__["cache_bytes"] == DEFAULT_CACHE_BYTES

@@ -13,9 +13,10 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from pydantic import BaseModel, PrivateAttr
 
 from pgcheckpoint import InvalidInputError
-from pgcheckpoint.core import SaverCore
-from pgcheckpoint.fastcopy import copies_whole, copy_items
-from pgcheckpoint.validate import check_id, json_projection, metadata_matches, thread_of
+from pgcheckpoint.codec.metadata import json_projection, metadata_matches
+from pgcheckpoint.core.fastcopy import copies_whole, copy_items
+from pgcheckpoint.core.state import SaverState
+from pgcheckpoint.validate import check_id, thread_of
 
 # -- json_projection ---------------------------------------------------------------
 
@@ -172,7 +173,7 @@ def test_thread_of_defaults_the_namespace() -> None:
 
 
 def test_next_version_is_strictly_increasing_as_a_string() -> None:
-    core = SaverCore()
+    core = SaverState()
     version = None
     seen = []
     for _ in range(1200):  # crosses 9 -> 10, 99 -> 100 and 999 -> 1000
@@ -184,7 +185,7 @@ def test_next_version_is_strictly_increasing_as_a_string() -> None:
 
 
 def test_next_version_continues_from_int_and_official_saver_versions() -> None:
-    core = SaverCore()
+    core = SaverState()
     assert int(core.get_next_version(41, None).split(".")[0]) == 42  # type: ignore[arg-type]
     # `langgraph-checkpoint-postgres` writes f"{n:032}.{random:016}"
     official = f"{9:032}.{0.123456789:016}"

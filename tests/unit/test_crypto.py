@@ -11,12 +11,15 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from support.ops import drive
 
 from pgcheckpoint import DecryptionError, EncryptedSerde, InvalidInputError
-from pgcheckpoint.caches import MISSING
-from pgcheckpoint.core import SaverCore
-from pgcheckpoint.crypto import cipher_label, parse_keys
-from pgcheckpoint.integrity import add_structure
+from pgcheckpoint.codec.binding import Sealer, binding, describe_binding, sealed_aad
+from pgcheckpoint.codec.crypto import parse_keys
+from pgcheckpoint.codec.integrity import add_structure
+from pgcheckpoint.codec.labels import cipher_label
+from pgcheckpoint.core.caches import MISSING
+from pgcheckpoint.core.copies import copy_thread_op
+from pgcheckpoint.core.reads import list_op
+from pgcheckpoint.core.state import SaverState
 from pgcheckpoint.maintenance.rotation import not_active, rotate_page_op, value_counts_op
-from pgcheckpoint.values import Sealer, binding, describe_binding, sealed_aad
 
 K1 = bytes(range(32))
 K2 = bytes(range(32, 64))
@@ -226,7 +229,7 @@ def test_bindings_describe_their_row(aad: bytes, text: str) -> None:
 
 
 def test_the_core_seals_without_compressing_unless_asked() -> None:
-    core = SaverCore(serde=serde())
+    core = SaverState(serde=serde())
     assert isinstance(core.serde, Sealer)
     big = {"text": "abc" * 2000}
     type_, data = core.dump_value(big, WHERE)
@@ -235,16 +238,16 @@ def test_the_core_seals_without_compressing_unless_asked() -> None:
     assert core.load_value(type_, data, WHERE) == big
     with pytest.raises(DecryptionError):
         core.load_value(type_, data, binding("blob", "t1", "", "messages", "v2"))
-    squeezed = SaverCore(serde=serde(compress=True))
+    squeezed = SaverState(serde=serde(compress=True))
     type_, data = squeezed.dump_value(big, WHERE)
     assert type_ == "msgpack+zstd+aesgcm2:k1" and len(data) < 200
     assert squeezed.load_value(type_, data, WHERE) == big
-    plain = SaverCore(serde=JsonPlusSerializer())
+    plain = SaverState(serde=JsonPlusSerializer())
     assert plain.dump_value(big, WHERE)[0] == "msgpack+zstd"
 
 
 def test_the_stored_type_is_authenticated_too() -> None:
-    core = SaverCore(serde=serde(serde=JsonPlusSerializer(pickle_fallback=True)))
+    core = SaverState(serde=serde(serde=JsonPlusSerializer(pickle_fallback=True)))
     type_, data = core.dump_value(b"user supplied bytes", WHERE)
     assert type_ == "bytes+aesgcm2:k1"
     assert core.load_value(type_, data, WHERE) == b"user supplied bytes"
@@ -252,14 +255,14 @@ def test_the_stored_type_is_authenticated_too() -> None:
     for forged in ("pickle+aesgcm2:k1", "msgpack+aesgcm2:k1", "bytes+aesgcm:k1"):
         with pytest.raises(DecryptionError, match="authentication failed"):
             core.load_value(forged, data, WHERE)
-    core = SaverCore(serde=serde(serde=JsonPlusSerializer(), compress=True))
+    core = SaverState(serde=serde(serde=JsonPlusSerializer(), compress=True))
     type_, data = core.dump_value({"text": "abc" * 2000}, WHERE)
     with pytest.raises(DecryptionError, match="authentication failed"):
         core.load_value(type_.replace("+zstd", ""), data, WHERE)
 
 
 def test_only_the_listed_metadata_keys_stay_readable() -> None:
-    core = SaverCore(serde=serde(filterable_metadata=("source", "user")))
+    core = SaverState(serde=serde(filterable_metadata=("source", "user")))
     metadata = {"source": "loop", "step": 1, "user": "u", "secret": "s"}
     metadata["counters_since_delta_snapshot"] = {"m": 2}
     assert core.metadata_projection(metadata) == {
@@ -270,24 +273,24 @@ def test_only_the_listed_metadata_keys_stay_readable() -> None:
 
 
 def test_filtering_on_an_encrypted_metadata_key_is_refused() -> None:
-    core = SaverCore(serde=serde())
+    core = SaverState(serde=serde())
     with pytest.raises(InvalidInputError, match="'secret': it is stored encrypted"):
-        next(core.list_op(None, filter={"step": 1, "secret": "x"}))
-    assert next(core.list_op(None, filter={"step": 1, "source": "loop"})).name == (
+        next(list_op(core, None, filter={"step": 1, "secret": "x"}))
+    assert next(list_op(core, None, filter={"step": 1, "source": "loop"})).name == (
         "list_checkpoints_sealed"
     )
-    plain = SaverCore(serde=JsonPlusSerializer())
-    assert next(plain.list_op(None, filter={"secret": "x"})).name == "list_checkpoints"
+    plain = SaverState(serde=JsonPlusSerializer())
+    assert next(list_op(plain, None, filter={"secret": "x"})).name == "list_checkpoints"
 
 
 def test_copy_thread_goes_server_side_without_encryption() -> None:
-    stmts, _ = drive(SaverCore().copy_thread_op("a", "b"), [[], []])
+    stmts, _ = drive(copy_thread_op(SaverState(), "a", "b"), [[], []])
     assert [s.name for s in stmts] == ["lock_thread_for_saving", "copy_thread"]
 
 
 def test_copy_thread_reseals_every_value_for_the_target_thread() -> None:
     s = serde()
-    core = SaverCore(serde=s)
+    core = SaverState(serde=s)
     core.copy_batch_size = 1
 
     def sealed(kind: str, *where: Any, value: Any = None, columns: Any = ()) -> Any:
@@ -345,7 +348,7 @@ def test_copy_thread_reseals_every_value_for_the_target_thread() -> None:
         "type": wr_type,
         "blob": wr,
     }
-    op = core.copy_thread_op("src", "dst")
+    op = copy_thread_op(core, "src", "dst")
     exists = {"kind": "c", "thread_id": "src", "checkpoint_ns": "", "checkpoint_id": "c1"}
     stmts, _ = drive(op, [[], [page], [blob, empty, exists], [write], [], []])
     names = [st.name for st in stmts[1:]]
@@ -397,12 +400,13 @@ def test_copy_thread_reseals_every_value_for_the_target_thread() -> None:
 
 def test_value_counts_are_grouped_by_key_label() -> None:
     rows = [
-        {"kind": "blobs", "cipher": "aesgcm2:k1", "n": 3},
-        {"kind": "writes", "cipher": "aesgcm2:k1", "n": 2},
-        {"kind": "writes", "cipher": "aesgcm:k1", "n": 5},
-        {"kind": "checkpoints", "cipher": "zstd", "n": 1},
-        {"kind": "metadata", "cipher": None, "n": 1},
-        {"kind": "blobs", "cipher": "aes", "n": 4},
+        {"kind": "blobs", "type": "msgpack+aesgcm2:k1", "n": 2},
+        {"kind": "blobs", "type": "msgpack+zstd+aesgcm2:k1", "n": 1},
+        {"kind": "writes", "type": "json+aesgcm2:k1", "n": 2},
+        {"kind": "writes", "type": "msgpack+aesgcm:k1", "n": 5},
+        {"kind": "checkpoints", "type": "msgpack+zstd", "n": 1},
+        {"kind": "metadata", "type": None, "n": 1},
+        {"kind": "blobs", "type": "msgpack+aes", "n": 4},
     ]
     _, counts = drive(value_counts_op(), [rows])
     assert counts["k1"] == {"checkpoints": 0, "metadata": 0, "blobs": 3, "writes": 2}
@@ -412,10 +416,10 @@ def test_value_counts_are_grouped_by_key_label() -> None:
 
 def test_a_rotation_page_reseals_under_the_active_key_guarded_by_the_old_value() -> None:
     old = serde()
-    new = SaverCore(serde=serde(keys={"k2": K2, "k1": K1}))
+    new = SaverState(serde=serde(keys={"k2": K2, "k1": K1}))
     rows = []
     for version in ("v1", "v2"):
-        type_, data = SaverCore(serde=old).dump_value(
+        type_, data = SaverState(serde=old).dump_value(
             [version], binding("blob", "t", "", "c", version), (None,)
         )
         rows.append(
@@ -445,13 +449,13 @@ def test_a_rotation_page_reseals_under_the_active_key_guarded_by_the_old_value()
 
 def test_rotation_refuses_a_serde_that_does_not_encrypt() -> None:
     with pytest.raises(InvalidInputError, match="EncryptedSerde"):
-        next(rotate_page_op(SaverCore(), "blobs", None, 10))
+        next(rotate_page_op(SaverState(), "blobs", None, 10))
 
 
 def test_strict_msgpack_allowlists_reach_the_inner_serializer() -> None:
     inner = JsonPlusSerializer(allowed_msgpack_modules=[("my.module", "Other")])
     s = serde(serde=inner)
-    core = SaverCore(serde=s)
+    core = SaverState(serde=s)
     clone = core.with_allowlist([("my.module", "Thing")])
     assert clone is not core and core.serde is s
     assert isinstance(clone.serde, EncryptedSerde) and clone.serde.active == "k1"
@@ -461,7 +465,7 @@ def test_strict_msgpack_allowlists_reach_the_inner_serializer() -> None:
 
 
 def test_one_widened_copy_per_allowlist_with_its_own_decoded_values() -> None:
-    core = SaverCore(serde=JsonPlusSerializer(allowed_msgpack_modules=[("my.module", "Other")]))
+    core = SaverState(serde=JsonPlusSerializer(allowed_msgpack_modules=[("my.module", "Other")]))
     assert core.seed_cache.keep(("t", "", "m", "d"), ["decoded by the narrower serializer"])
     clone = core.with_allowlist([("my.module", "Thing")])
     assert clone is not core

@@ -9,8 +9,8 @@ from psycopg.conninfo import conninfo_to_dict
 from support.dsn import url_of
 
 from pgcheckpoint.cli import EXIT_USAGE, CliError, resolve_dsn
-from pgcheckpoint.drivers import libpq_dsn
 from pgcheckpoint.errors import InvalidInputError
+from pgcheckpoint.validate import libpq_dsn
 
 SOCKET = "/work/app/.pgcheckpoint/pgdata"
 

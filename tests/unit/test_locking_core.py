@@ -12,7 +12,7 @@ from psycopg import errors as pg_errors
 from support.ops import drive
 
 from pgcheckpoint import InvalidInputError, PgCheckpointError, ThreadBusyError
-from pgcheckpoint.locking import (
+from pgcheckpoint.core.locks import (
     MAINTENANCE_LOCK_CLASS,
     THREAD_LOCK_CLASS,
     ThreadLock,
@@ -21,11 +21,10 @@ from pgcheckpoint.locking import (
     holding,
     lock_key,
     maintenance_lock_key,
-    pool_lock_slots,
     release_op,
-    resume_command,
     thread_lock_key,
 )
+from pgcheckpoint.drivers.thread_locks import pool_lock_slots, resume_command
 
 BACKEND = 4242
 

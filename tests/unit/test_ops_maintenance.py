@@ -12,32 +12,24 @@ from typing import Any
 
 import pytest
 from psycopg import errors as pg_errors
-from support.ops import drive
+from support.ops import drive, keys_of
 
 from pgcheckpoint import InvalidInputError, ThreadConflictError
-from pgcheckpoint.core import SaverCore
-from pgcheckpoint.core.maintenance import conflict_retries
-from pgcheckpoint.locking import maintenance_lock_key
-from pgcheckpoint.ops import MAX_CHAIN_DEPTH, Op, Row, Stmt
+from pgcheckpoint.core.deletes import (
+    conflict_retries,
+    delete_for_runs_op,
+    delete_thread_op,
+    prune_op,
+)
+from pgcheckpoint.core.locks import maintenance_lock_key
+from pgcheckpoint.core.state import SaverState
+from pgcheckpoint.ops import Op, Row, Stmt
 
 LOCKED = [{"locked": 1}]
 
 
 def key(thread_id: str, ns: str, checkpoint_id: str) -> Row:
     return {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}
-
-
-def keys_of(stmt: Stmt) -> list[tuple[str, str, str]]:
-    """The checkpoints a statement names (`checkpoint_keys` parameters)."""
-    assert stmt.params["max_depth"] == MAX_CHAIN_DEPTH
-    return list(
-        zip(
-            stmt.params["thread_ids"],
-            stmt.params["checkpoint_nss"],
-            stmt.params["checkpoint_ids"],
-            strict=True,
-        )
-    )
 
 
 def as_keys(rows: list[Row]) -> list[tuple[str, str, str]]:
@@ -69,7 +61,7 @@ NEEDED = [*HEADS, key("a", "", "c4"), key("a", "", "c3")]
 def test_keep_latest_deletes_exactly_what_the_heads_do_not_need() -> None:
     deleted = [{"checkpoints": 3, "writes": 0, "blobs": 0, "bytes": 0}]
     sent, _ = drive(
-        SaverCore().prune_op(["b", "a", "a"]),
+        prune_op(SaverState(), ["b", "a", "a"]),
         [[], LOCKED, HEADS, NEEDED, EVERY, [], deleted],
     )
     isolation, lock, heads, needed, every, hanging, delete = sent
@@ -89,7 +81,7 @@ def test_keep_latest_deletes_exactly_what_the_heads_do_not_need() -> None:
 def test_keep_latest_with_nothing_to_delete_sends_no_delete() -> None:
     heads = [key("a", "", "c2")]
     sent, _ = drive(
-        SaverCore().prune_op(["a"]),
+        prune_op(SaverState(), ["a"]),
         [[], LOCKED, heads, [*heads, key("a", "", "c1")], [key("a", "", "c1"), *heads], []],
     )
     assert [s.name for s in sent] == [
@@ -106,7 +98,7 @@ def test_keep_latest_takes_the_subgraphs_that_ran_from_what_it_deletes() -> None
     heads = [key("a", "", "c2")]
     every = [key("a", "", "c1"), *heads, key("a", "sub:1", "s1")]
     sent, _ = drive(
-        SaverCore().prune_op(["a"]),
+        prune_op(SaverState(), ["a"]),
         [[], LOCKED, heads, heads, every, [key("a", "sub:1", "s1")], []],
     )
     hanging, delete = sent[-2:]
@@ -115,7 +107,7 @@ def test_keep_latest_takes_the_subgraphs_that_ran_from_what_it_deletes() -> None
 
 
 def test_keep_latest_of_threads_without_checkpoints_deletes_nothing() -> None:
-    sent, _ = drive(SaverCore().prune_op(["a"]), [[], LOCKED, [], [], []])
+    sent, _ = drive(prune_op(SaverState(), ["a"]), [[], LOCKED, [], [], []])
     # no heads: nothing to rebuild, and nothing is older than a head
     assert [s.name for s in sent] == [
         "read_committed",
@@ -127,7 +119,7 @@ def test_keep_latest_of_threads_without_checkpoints_deletes_nothing() -> None:
 
 
 def test_the_delete_strategy_deletes_the_locked_threads_whole() -> None:
-    sent, _ = drive(SaverCore().prune_op(["b", "a"], strategy="delete"), [[], LOCKED, [], []])
+    sent, _ = drive(prune_op(SaverState(), ["b", "a"], strategy="delete"), [[], LOCKED, [], []])
     _, lock, delete, check = sent
     assert locked(lock, "a", "b")
     assert (delete.name, dict(delete.params)) == ("delete_threads", {"thread_ids": ["a", "b"]})
@@ -139,7 +131,7 @@ def test_the_delete_strategy_deletes_the_locked_threads_whole() -> None:
 
 def test_delete_thread_deletes_under_the_lock_until_nothing_is_left() -> None:
     left = [{"thread_id": "a"}]
-    sent, _ = drive(SaverCore().delete_thread_op("a"), [[], LOCKED, [], left, [], []])
+    sent, _ = drive(delete_thread_op(SaverState(), "a"), [[], LOCKED, [], left, [], []])
     assert [s.name for s in sent] == [
         "read_committed",
         "lock_threads_for_maintenance",
@@ -154,14 +146,14 @@ def test_delete_thread_deletes_under_the_lock_until_nothing_is_left() -> None:
 def test_delete_thread_that_keeps_finding_rows_gives_up_with_a_conflict() -> None:
     left = [{"thread_id": "a"}]
     with pytest.raises(ThreadConflictError, match="written to again") as conflict:
-        drive(SaverCore().delete_thread_op("a"), [[], LOCKED, *[[], left] * 3])
+        drive(delete_thread_op(SaverState(), "a"), [[], LOCKED, *[[], left] * 3])
     assert conflict.value.thread_ids == ["a"]
 
 
 @pytest.mark.parametrize("thread_id", [["t"], ("t",), {"t"}, {"t": 1}, b"t", True])
 def test_delete_thread_refuses_what_is_not_one_id(thread_id: Any) -> None:
     with pytest.raises(InvalidInputError, match="thread_id"):
-        next(SaverCore().delete_thread_op(thread_id))
+        next(delete_thread_op(SaverState(), thread_id))
 
 
 # -- conflict_retries ------------------------------------------------------------------
@@ -216,11 +208,11 @@ def test_prune_refuses_bad_input_before_any_statement(
     thread_ids: Any, strategy: str, message: str
 ) -> None:
     with pytest.raises(InvalidInputError, match=message):
-        next(SaverCore().prune_op(thread_ids, strategy=strategy))
+        next(prune_op(SaverState(), thread_ids, strategy=strategy))
 
 
 def test_prune_of_no_threads_runs_nothing() -> None:
-    assert drive(SaverCore().prune_op([]), []) == ([], None)
+    assert drive(prune_op(SaverState(), []), []) == ([], None)
 
 
 # -- delete_for_runs_op -------------------------------------------------------------
@@ -234,7 +226,7 @@ def test_delete_for_runs_deletes_the_runs_checkpoints_others_do_not_need() -> No
     # c5 (another run's) is rebuilt from c4's stored value
     needed = [key("a", "", "c1"), key("a", "", "c5"), key("a", "", "c4")]
     sent, _ = drive(
-        SaverCore().delete_for_runs_op(["r2", "r1", "r1"]),
+        delete_for_runs_op(SaverState(), ["r2", "r1", "r1"]),
         [[], first_read, LOCKED, under_lock, every, needed, [], []],
     )
     _, runs, lock, runs_again, every_stmt, needed_stmt, _, delete = sent
@@ -257,7 +249,7 @@ def test_delete_for_runs_locks_a_thread_the_run_saved_to_meanwhile() -> None:
     # under a's lock, the run turns out to have saved to thread b too
     under_lock = [*first_read, key("b", "", "b1")]
     sent, _ = drive(
-        SaverCore().delete_for_runs_op(["r1"]),
+        delete_for_runs_op(SaverState(), ["r1"]),
         [[], first_read, LOCKED, under_lock, LOCKED, under_lock, under_lock, [], []],
     )
     names = [s.name for s in sent]
@@ -274,17 +266,17 @@ def test_delete_for_runs_locks_a_thread_the_run_saved_to_meanwhile() -> None:
 
 
 def test_delete_for_runs_that_saved_nothing_takes_no_lock() -> None:
-    sent, _ = drive(SaverCore().delete_for_runs_op(["r1"]), [[], []])
+    sent, _ = drive(delete_for_runs_op(SaverState(), ["r1"]), [[], []])
     assert [s.name for s in sent] == ["read_committed", "run_checkpoints"]
-    assert drive(SaverCore().delete_for_runs_op([]), []) == ([], None)
+    assert drive(delete_for_runs_op(SaverState(), []), []) == ([], None)
     with pytest.raises(InvalidInputError, match="must be a list of"):
-        next(SaverCore().delete_for_runs_op("r1"))
+        next(delete_for_runs_op(SaverState(), "r1"))
 
 
 def test_delete_for_runs_that_own_every_checkpoint_deletes_them_all() -> None:
     mine = [key("a", "", "c1"), key("a", "", "c2")]
     sent, _ = drive(
-        SaverCore().delete_for_runs_op(["r1"]), [[], mine, LOCKED, mine, mine, [], []]
+        delete_for_runs_op(SaverState(), ["r1"]), [[], mine, LOCKED, mine, mine, [], []]
     )
     # no survivor needs anything: no rebuild_dependencies
     assert [s.name for s in sent] == [

@@ -8,73 +8,20 @@ columns come back, and in which order).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import pytest
-from langgraph.checkpoint.conformance.test_utils import generate_config, generate_metadata
+from langgraph.checkpoint.conformance.test_utils import generate_config
 from psycopg.types.json import Jsonb
-from support.checkpoints import with_values
-from support.ops import drive
+from support.ops import drive, pieces_of, put, put_writes, saved_writes
 
 from pgcheckpoint import DecryptionError, EncryptedSerde
-from pgcheckpoint.core import SaverCore
-from pgcheckpoint.ops import MAX_CHAIN_DEPTH, Row, Stmt
+from pgcheckpoint.core.reads import decode_listed, get_tuple_op, list_op
+from pgcheckpoint.core.rows import MAX_CHAIN_DEPTH
+from pgcheckpoint.core.state import SaverState
+from pgcheckpoint.ops import Row, Stmt
 
 MESSAGES = [f"message {i}: " + "x" * 30 for i in range(20)]  # a list worth a delta
 SERDES = {"plain": None, "encrypted": EncryptedSerde(keys={"k1": bytes(range(32))})}
-
-
-def put(core: SaverCore, thread_id: str, values: dict[str, Any], parent: Any = None) -> Stmt:
-    """Save a checkpoint holding `values`: the put_checkpoint statement, run as stored."""
-    config = generate_config(thread_id)
-    if parent is not None:
-        config["configurable"]["checkpoint_id"] = parent.params["checkpoint_id"]
-    checkpoint, versions = with_values(values)
-    sent, _ = drive(
-        core.put_op(config, checkpoint, generate_metadata(step=len(values)), versions),
-        [[{"stored": True}]],
-    )
-    return sent[0]
-
-
-def put_writes(core: SaverCore, at: Stmt, writes: list[tuple[str, Any]], task_id: str) -> Stmt:
-    config = generate_config(at.params["thread_id"], checkpoint_id=at.params["checkpoint_id"])
-    sent, _ = drive(
-        core.put_writes_op(config, writes, task_id), [[{}]]
-    )
-    return sent[0]
-
-
-def pieces_of(puts: Sequence[Stmt]) -> list[Row]:
-    """The blob rows the puts stored."""
-    return [
-        {
-            "thread_id": p.params["thread_id"],
-            "checkpoint_ns": p.params["checkpoint_ns"],
-            "channel": channel,
-            "version": version,
-            "base_version": base,
-            "type": type_,
-            "blob": data,
-        }
-        for p in puts
-        for channel, version, base, type_, data in zip(
-            p.params["blob_channels"],
-            p.params["blob_versions"],
-            p.params["blob_bases"],
-            p.params["blob_types"],
-            p.params["blob_values"],
-            strict=True,
-        )
-    ]
-
-
-def saved_writes(stmt: Stmt) -> list[tuple[int, str, str, bytes]]:
-    """(idx, channel, type, blob) of each write a put_writes statement saves."""
-    p = stmt.params
-    if "idxs" not in p:  # a task's only write, as scalar parameters
-        return [(p["idx"], p["channel"], p["type"], p["blob"])]
-    return list(zip(p["idxs"], p["channels"], p["types"], p["blobs"], strict=True))
 
 
 def listed_row(put: Stmt, writes: Sequence[Stmt] = ()) -> Row:
@@ -152,7 +99,7 @@ def value_rows(stored: Sequence[Stmt], alive: Sequence[Stmt]) -> list[Row]:
     return values + checkpoints
 
 
-def a_chat(core: SaverCore) -> tuple[Stmt, Stmt]:
+def a_chat(core: SaverState) -> tuple[Stmt, Stmt]:
     """Two checkpoints of thread `t`: a list, then the list grown (stored as a delta)."""
     first = put(core, "t", {"title": "chat", "messages": MESSAGES})
     second = put(core, "t", {"title": "chat", "messages": [*MESSAGES, "new"]}, parent=first)
@@ -164,13 +111,13 @@ def a_chat(core: SaverCore) -> tuple[Stmt, Stmt]:
 
 
 def test_get_tuple_reads_the_latest_or_the_named_checkpoint() -> None:
-    core = SaverCore()
-    sent, found = drive(core.get_tuple_op(generate_config("t", checkpoint_ns="ns")), [[]])
+    core = SaverState()
+    sent, found = drive(get_tuple_op(core, generate_config("t", checkpoint_ns="ns")), [[]])
     assert [(s.name, dict(s.params)) for s in sent] == [
         ("get_latest_checkpoint", {"thread_id": "t", "checkpoint_ns": "ns"})
     ]
     assert found is None
-    sent, found = drive(core.get_tuple_op(generate_config("t", checkpoint_id="c9")), [[]])
+    sent, found = drive(get_tuple_op(core, generate_config("t", checkpoint_id="c9")), [[]])
     assert [(s.name, dict(s.params)) for s in sent] == [
         ("get_checkpoint_by_id", {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": "c9"})
     ]
@@ -179,7 +126,7 @@ def test_get_tuple_reads_the_latest_or_the_named_checkpoint() -> None:
 
 @pytest.mark.parametrize("serde", sorted(SERDES))
 def test_get_tuple_decodes_its_row_into_what_was_saved(serde: str) -> None:
-    core = SaverCore(serde=SERDES[serde])
+    core = SaverState(serde=SERDES[serde])
     first, second = a_chat(core)
     writes = [
         put_writes(core, second, [("x", 1), ("y", {"deep": [2]})], "task-b"),
@@ -187,7 +134,7 @@ def test_get_tuple_decodes_its_row_into_what_was_saved(serde: str) -> None:
     ]
     row = tuple_row(second, [first, second], writes)
     config = generate_config("t", checkpoint_id=second.params["checkpoint_id"])
-    _, tup = drive(SaverCore(serde=SERDES[serde]).get_tuple_op(config), [[row]])
+    _, tup = drive(get_tuple_op(SaverState(serde=SERDES[serde]), config), [[row]])
 
     assert tup.config == {
         "configurable": {
@@ -216,17 +163,17 @@ def test_get_tuple_decodes_its_row_into_what_was_saved(serde: str) -> None:
 
 
 def test_get_tuple_of_a_checkpoint_without_values_or_writes() -> None:
-    core = SaverCore()
+    core = SaverState()
     only = put(core, "t", {"count": 1})
     row = tuple_row(only, [only])
     assert row["blob_channels"] is None and row["write_task_ids"] is None
-    _, tup = drive(core.get_tuple_op(generate_config("t")), [[row]])
+    _, tup = drive(get_tuple_op(core, generate_config("t")), [[row]])
     assert tup.checkpoint["channel_values"] == {"count": 1}
     assert (tup.parent_config, tup.pending_writes) == (None, [])
 
 
 def test_a_channel_stored_empty_has_no_value() -> None:
-    core = SaverCore()
+    core = SaverState()
     at = put(core, "t", {"messages": ["a"]})
     row = tuple_row(at, [at])
     row.update(
@@ -236,29 +183,29 @@ def test_a_channel_stored_empty_has_no_value() -> None:
         blob_types=["empty", *row["blob_types"]],
         blob_values=[None, *row["blob_values"]],
     )
-    _, tup = drive(core.get_tuple_op(generate_config("t")), [[row]])
+    _, tup = drive(get_tuple_op(core, generate_config("t")), [[row]])
     assert tup.checkpoint["channel_values"] == {"messages": ["a"]}
 
 
 def test_each_encrypted_value_opens_only_at_its_own_row() -> None:
-    core = SaverCore(serde=SERDES["encrypted"])
+    core = SaverState(serde=SERDES["encrypted"])
     at = put(core, "t", {"messages": ["a"]})
     row = tuple_row(at, [at], [put_writes(core, at, [("x", 1), ("y", 2)], "task")])
     row["write_idxs"] = row["write_idxs"][::-1]  # each write now claims the other's place
     with pytest.raises(DecryptionError):
-        drive(core.get_tuple_op(generate_config("t")), [[row]])
+        drive(get_tuple_op(core, generate_config("t")), [[row]])
 
 
 # -- list_op ------------------------------------------------------------------------
 
 
 def test_list_of_one_thread_reads_a_page_then_its_values_once() -> None:
-    core = SaverCore()
+    core = SaverState()
     first, second = a_chat(core)
     page = [listed_row(second), listed_row(first)]
     config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
     sent, (kept, recheck) = drive(
-        core.list_op(config, limit=5), [page, value_rows([first, second], [first, second])]
+        list_op(core, config, limit=5), [page, value_rows([first, second], [first, second])]
     )
 
     assert [s.name for s in sent] == ["list_thread_checkpoints", "listed_values"]
@@ -283,7 +230,7 @@ def test_list_of_one_thread_reads_a_page_then_its_values_once() -> None:
         first.params["blob_versions"][0],  # the full list first,
         second.params["blob_versions"][0],  # then the delta on it
     ]
-    listed = list(core.decode_listed(kept, None, None))
+    listed = list(decode_listed(core, kept, None, None))
     assert [t.checkpoint["channel_values"]["messages"] for t in listed] == [
         [*MESSAGES, "new"],
         MESSAGES,
@@ -292,20 +239,20 @@ def test_list_of_one_thread_reads_a_page_then_its_values_once() -> None:
 
 
 def test_a_checkpoint_deleted_before_its_values_were_read_is_left_out() -> None:
-    core = SaverCore()
+    core = SaverState()
     first, second = a_chat(core)
     other = put(core, "u", {"messages": ["elsewhere"]})
     page = [listed_row(other), listed_row(second), listed_row(first)]
     # the second statement finds `second` gone (a prune ran between the two)
     gone = value_rows([first, other], [first, other])
-    sent, (kept, _) = drive(core.list_op(None), [page, gone])
+    sent, (kept, _) = drive(list_op(core, None), [page, gone])
     assert [s.name for s in sent] == ["list_checkpoints", "listed_values"]
     assert list(sent[1].params["thread_ids"]) == ["u", "t", "t"]
     assert [r["checkpoint_id"] for r in kept] == [
         other.params["checkpoint_id"],
         first.params["checkpoint_id"],
     ]
-    listed = list(core.decode_listed(kept, None, None))
+    listed = list(decode_listed(core, kept, None, None))
     assert [t.checkpoint["channel_values"]["messages"] for t in listed] == [
         ["elsewhere"],
         MESSAGES,
@@ -313,7 +260,7 @@ def test_a_checkpoint_deleted_before_its_values_were_read_is_left_out() -> None:
 
 
 def test_an_empty_page_needs_no_second_statement() -> None:
-    sent, result = drive(SaverCore().list_op({"configurable": {"thread_id": "t"}}), [[]])
+    sent, result = drive(list_op(SaverState(), {"configurable": {"thread_id": "t"}}), [[]])
     assert [s.name for s in sent] == ["list_thread_every_namespace"]  # no namespace given
     assert result == ([], None)
 
@@ -321,14 +268,14 @@ def test_an_empty_page_needs_no_second_statement() -> None:
 def test_list_filters_go_to_the_statement_and_what_jsonb_cannot_hold_is_rechecked() -> None:
     before = generate_config("t", checkpoint_id="c5")
     sent, _ = drive(
-        SaverCore().list_op(None, filter={"source": "loop"}, before=before, limit=2), [[]]
+        list_op(SaverState(), None, filter={"source": "loop"}, before=before, limit=2), [[]]
     )
     params = sent[0].params
     assert (params["before"], params["limit"]) == ("c5", 2)
     assert isinstance(params["filter"], Jsonb) and params["filter"].obj == {"source": "loop"}
 
     lossy = {"note": "a\x00b"}  # JSONB holds no NUL: the page cannot be limited in SQL
-    sent, (_, recheck) = drive(SaverCore().list_op(None, filter=lossy, limit=2), [[]])
+    sent, (_, recheck) = drive(list_op(SaverState(), None, filter=lossy, limit=2), [[]])
     assert sent[0].params["limit"] is None
     assert sent[0].params["filter"].obj == {"note": "a\ufffdb"}
     assert recheck == lossy

@@ -11,10 +11,11 @@ from support.checkpoints import with_values
 from support.ops import drive
 
 from pgcheckpoint import MissingCheckpointError, MissingParentError
-from pgcheckpoint.core import SaverCore
-from pgcheckpoint.locking import maintenance_lock_key
+from pgcheckpoint.codec.binding import binding
+from pgcheckpoint.core.locks import maintenance_lock_key
+from pgcheckpoint.core.state import SaverState
+from pgcheckpoint.core.writes import put_op, put_writes_op
 from pgcheckpoint.ops import Stmt
-from pgcheckpoint.values import binding
 
 STORED = [{"stored": True}]  # what put_checkpoint returns when the parent exists
 PARENT_GONE = [{"stored": False}]
@@ -22,7 +23,7 @@ SAVED = [{}]  # what the driver gives back for insert_write storing its write (i
 MESSAGES = [f"message {i}: " + "x" * 30 for i in range(20)]  # a list worth a delta
 
 
-def blob_values(core: SaverCore, stmt: Stmt) -> dict[str, Any]:
+def blob_values(core: SaverState, stmt: Stmt) -> dict[str, Any]:
     """The values a put_checkpoint statement stores as blobs, decoded, by channel.
 
     A delta decodes to its new items only.
@@ -45,14 +46,14 @@ def bases(stmt: Stmt) -> dict[str, str | None]:
 
 
 def put_messages(
-    core: SaverCore, thread_id: str, messages: list[str], parent: Any = None
+    core: SaverState, thread_id: str, messages: list[str], parent: Any = None
 ) -> tuple[Any, Stmt]:
     """Start a put of a checkpoint holding `messages`: the op and its first statement."""
     config = generate_config(thread_id)
     if parent is not None:
         config["configurable"]["checkpoint_id"] = parent["configurable"]["checkpoint_id"]
     checkpoint, versions = with_values({"messages": messages})
-    op = core.put_op(config, checkpoint, generate_metadata(), versions)
+    op = put_op(core, config, checkpoint, generate_metadata(), versions)
     return op, next(op)
 
 
@@ -66,13 +67,13 @@ def stored(op: Any, rows: list[Any] = STORED) -> Any:
 
 
 def test_a_put_is_one_statement_with_the_checkpoint_and_its_new_values() -> None:
-    core = SaverCore()
+    core = SaverState()
     parent = generate_config("t", checkpoint_ns="sub:1", checkpoint_id="parent-id")
     values = {"text": "hi", "count": 3, "none": None, "items": [1, 2], "seen": {"a": [1]}}
     checkpoint, versions = with_values(values)
     del versions["seen"]  # unchanged since the parent: its value is stored already
     metadata = generate_metadata(step=4, run_id="run-7", note="kept")
-    sent, config = drive(core.put_op(parent, checkpoint, metadata, versions), [STORED])
+    sent, config = drive(put_op(core, parent, checkpoint, metadata, versions), [STORED])
 
     (stmt,) = sent
     params = stmt.params
@@ -100,7 +101,7 @@ def test_a_put_is_one_statement_with_the_checkpoint_and_its_new_values() -> None
 
 
 def test_a_put_whose_parent_is_gone_raises_and_remembers_nothing() -> None:
-    core = SaverCore()
+    core = SaverState()
     first, first_stmt = put_messages(core, "t", MESSAGES)
     parent = stored(first)
     op, stmt = put_messages(core, "t", [*MESSAGES, "one more"], parent=parent)
@@ -119,7 +120,7 @@ def test_a_put_whose_parent_is_gone_raises_and_remembers_nothing() -> None:
         op.send([])
     # the run goes on (LangGraph raises a background put's error at the end): its
     # later writes need their namespace to be there
-    sent, _ = drive(core.put_writes_op(parent, [("a", 1)], "task"), [SAVED])
+    sent, _ = drive(put_writes_op(core, parent, [("a", 1)], "task"), [SAVED])
     assert sent[0].name == "insert_write_checked"
     assert (err.value.thread_id, err.value.parent_checkpoint_id) == (
         "t",
@@ -133,7 +134,7 @@ def test_a_put_whose_parent_is_gone_raises_and_remembers_nothing() -> None:
 
 
 def test_a_list_that_grew_is_stored_as_its_new_items_on_the_stored_version() -> None:
-    core = SaverCore()
+    core = SaverState()
     first, first_stmt = put_messages(core, "t", MESSAGES)
     parent = stored(first)
     op, stmt = put_messages(core, "t", [*MESSAGES, "new"], parent=parent)
@@ -149,7 +150,7 @@ def test_a_list_that_grew_is_stored_as_its_new_items_on_the_stored_version() -> 
         )
         for s in (first_stmt, stmt)
     ]
-    assert SaverCore().load_blob(("t", "", "messages"), pieces) == [*MESSAGES, "new"]
+    assert SaverState().load_blob(("t", "", "messages"), pieces) == [*MESSAGES, "new"]
     assert stored(op) == {
         "configurable": {
             "thread_id": "t",
@@ -160,7 +161,7 @@ def test_a_list_that_grew_is_stored_as_its_new_items_on_the_stored_version() -> 
 
 
 def test_a_delta_whose_base_was_deleted_is_sent_again_as_the_whole_value() -> None:
-    core = SaverCore()
+    core = SaverState()
     first, _ = put_messages(core, "t", MESSAGES)
     op, stmt = put_messages(core, "t", [*MESSAGES, "new"], parent=stored(first))
     assert bases(stmt)["messages"] is not None
@@ -173,10 +174,10 @@ def test_a_delta_whose_base_was_deleted_is_sent_again_as_the_whole_value() -> No
 
 
 def test_after_a_deleted_base_no_delta_builds_on_what_the_thread_had_stored() -> None:
-    core = SaverCore()
+    core = SaverState()
     config = generate_config("t")
     checkpoint, versions = with_values({"messages": MESSAGES, "notes": MESSAGES})
-    first = core.put_op(config, checkpoint, generate_metadata(), versions)
+    first = put_op(core, config, checkpoint, generate_metadata(), versions)
     next(first)
     parent = stored(first)
     # the next put changes `messages` only, and finds its base gone
@@ -186,13 +187,13 @@ def test_after_a_deleted_base_no_delta_builds_on_what_the_thread_had_stored() ->
     # the prune that took it may have taken the stored `notes` too
     config["configurable"]["checkpoint_id"] = parent["configurable"]["checkpoint_id"]
     checkpoint, versions = with_values({"notes": [*MESSAGES, "more"]})
-    stmt = next(core.put_op(config, checkpoint, generate_metadata(), versions))
+    stmt = next(put_op(core, config, checkpoint, generate_metadata(), versions))
     assert bases(stmt) == {"notes": None}
     assert blob_values(core, stmt) == {"notes": [*MESSAGES, "more"]}
 
 
 def test_a_put_retries_whole_values_once_only() -> None:
-    core = SaverCore()
+    core = SaverState()
     first, _ = put_messages(core, "t", MESSAGES)
     op, _ = put_messages(core, "t", [*MESSAGES, "new"], parent=stored(first))
     op.throw(ForeignKeyViolation())
@@ -201,7 +202,7 @@ def test_a_put_retries_whole_values_once_only() -> None:
 
 
 def test_a_delta_is_never_planned_on_another_threads_list() -> None:
-    core = SaverCore()
+    core = SaverState()
     first, _ = put_messages(core, "a", MESSAGES)
     stored(first)
     _, stmt = put_messages(core, "b", [*MESSAGES, "new"])
@@ -212,9 +213,9 @@ def test_a_delta_is_never_planned_on_another_threads_list() -> None:
 
 
 def test_writes_go_in_one_statement_indexed_by_position_and_special_ones_replace() -> None:
-    core = SaverCore()
+    core = SaverState()
     config = generate_config("t", checkpoint_id="c1")
-    sent, _ = drive(core.put_writes_op(config, [("a", 1), ("b", [2])], "task", "path"), [SAVED])
+    sent, _ = drive(put_writes_op(core, config, [("a", 1), ("b", [2])], "task", "path"), [SAVED])
     (stmt,) = sent
     assert stmt.name == "insert_writes"
     assert (stmt.count, stmt.fetch) == (True, False)  # a row count, no rows sent back
@@ -228,10 +229,10 @@ def test_writes_go_in_one_statement_indexed_by_position_and_special_ones_replace
     ]
     assert decoded == [1, [2]]
 
-    sent, _ = drive(core.put_writes_op(config, [("__error__", "boom")], "task"), [SAVED])
+    sent, _ = drive(put_writes_op(core, config, [("__error__", "boom")], "task"), [SAVED])
     assert (sent[0].name, sent[0].params["idx"]) == ("upsert_write", -1)
     # a task's only write goes as scalar parameters, not one-element arrays
-    sent, _ = drive(core.put_writes_op(config, [("a", 1)], "task"), [SAVED])
+    sent, _ = drive(put_writes_op(core, config, [("a", 1)], "task"), [SAVED])
     assert (sent[0].name, sent[0].params["channel"], sent[0].count) == ("insert_write", "a", True)
     assert "idxs" not in sent[0].params
     assert (
@@ -242,17 +243,17 @@ def test_writes_go_in_one_statement_indexed_by_position_and_special_ones_replace
         )
         == 1
     )
-    assert drive(core.put_writes_op(config, [], "task"), []) == ([], True)
+    assert drive(put_writes_op(core, config, [], "task"), []) == ([], True)
 
 
 def test_writes_that_meet_a_delete_wait_for_it_then_need_their_namespace() -> None:
-    core = SaverCore()
+    core = SaverState()
     config = generate_config("t", checkpoint_id="c1")
     # nothing stored: a delete held the thread (or the writes were saved already)
-    sent, saved = drive(core.put_writes_op(config, [("a", 1)], "task"), [[]])
+    sent, saved = drive(put_writes_op(core, config, [("a", 1)], "task"), [[]])
     assert (saved, sent[0].name) == (False, "insert_write")
     # the caller runs it again, in one transaction: wait for the delete, then save
-    again = core.put_writes_op(config, [("a", 1)], "task", after_delete=True)
+    again = put_writes_op(core, config, [("a", 1)], "task", after_delete=True)
     sent, saved = drive(again, [[{}], SAVED])
     assert [s.name for s in sent] == ["wait_for_thread_deletes", "insert_write_checked"]
     assert sent[0].params["lock_key"] == maintenance_lock_key("t")
@@ -260,17 +261,17 @@ def test_writes_that_meet_a_delete_wait_for_it_then_need_their_namespace() -> No
     # saved already, by an earlier attempt of the task: done, whether or not a
     # checkpoint of the namespace is there yet (LangGraph may save writes first)
     for found in (True, False):
-        again = core.put_writes_op(config, [("a", 1)], "task", after_delete=True)
+        again = put_writes_op(core, config, [("a", 1)], "task", after_delete=True)
         sent, saved = drive(again, [[{}], [], [{"written": True, "found": found}]])
         assert (sent[-1].name, saved) == ("task_writes_or_namespace", True)
     where = {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": "c1", "task_id": "task"}
     assert sent[-1].params == where | {"namespaces": [""]}
     # a checkpoint of the namespace is there: done, as before
-    again = core.put_writes_op(config, [("a", 1)], "task", after_delete=True)
+    again = put_writes_op(core, config, [("a", 1)], "task", after_delete=True)
     assert drive(again, [[{}], [], [{"written": False, "found": True}]])[1]
     # the delete took the namespace: the run is told, nothing is stored
     with pytest.raises(MissingCheckpointError, match="'c1' of thread 't'"):
-        again = core.put_writes_op(config, [("a", 1)], "task", after_delete=True)
+        again = put_writes_op(core, config, [("a", 1)], "task", after_delete=True)
         drive(again, [[{}], [], [{"written": False, "found": False}]])
 
 
@@ -278,23 +279,23 @@ def test_writes_after_a_delete_count_the_root_namespace_for_a_subgraphs_first_ch
     # a subgraph's first writes may come before any checkpoint of its namespace:
     # after waiting for a delete (a prune), a checkpoint of the root namespace
     # lets them in; only a delete of the whole thread leaves that empty
-    core = SaverCore()
+    core = SaverState()
     config = generate_config("t", checkpoint_ns="sub:1", checkpoint_id="c1")
     sent, _ = drive(
-        core.put_writes_op(config, [("a", 1)], "task", after_delete=True),
+        put_writes_op(core, config, [("a", 1)], "task", after_delete=True),
         [[{}], [], [{"written": False, "found": True}]],
     )
     assert [s.params["namespaces"] for s in sent[1:]] == [["sub:1", ""]] * 2
     # a run whose own namespace lost its checkpoints under it needs that namespace
     core.deleted_under_runs[("t", "sub:1")] = None
-    sent, _ = drive(core.put_writes_op(config, [("a", 1)], "task"), [SAVED])
+    sent, _ = drive(put_writes_op(core, config, [("a", 1)], "task"), [SAVED])
     assert (sent[0].name, sent[0].params["namespaces"]) == ("insert_write_checked", ["sub:1"])
 
 
 def test_writes_that_land_after_their_threads_deletion_was_found_are_removed() -> None:
-    core = SaverCore()
+    core = SaverState()
     config = generate_config("t", checkpoint_id="c1")
-    op = core.put_writes_op(config, [("a", 1)], "task")
+    op = put_writes_op(core, config, [("a", 1)], "task")
     assert next(op).name == "insert_write"
     # meanwhile a put of the same saver finds the thread deleted under the run
     core.deleted_under_runs[("t", "")] = None

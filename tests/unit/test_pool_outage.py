@@ -8,7 +8,7 @@ from typing import Any
 import psycopg
 from psycopg_pool import PoolTimeout
 
-from pgcheckpoint.drivers import (
+from pgcheckpoint.drivers.connections import (
     POOL_PATIENCE,
     PoolOutage,
     bypass_connect_args,

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import pgcheckpoint
-from pgcheckpoint.queries import Queries, statement_names
+from pgcheckpoint.statements.queries import Queries, statement_names
 
 PACKAGE = Path(pgcheckpoint.__file__).resolve().parent
 SOURCES = sorted(PACKAGE.rglob("*.py"))

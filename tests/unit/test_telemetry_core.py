@@ -8,23 +8,27 @@ from pathlib import Path
 
 import pytest
 
-from pgcheckpoint.core import SaverCore
+from pgcheckpoint.core.deletes import delete_thread_op
+from pgcheckpoint.core.reads import get_tuple_op
+from pgcheckpoint.core.state import SaverState
+from pgcheckpoint.core.writes import put_writes_op
+from pgcheckpoint.drivers.oprun import OpRun
 from pgcheckpoint.maintenance.importer import import_sweep
 from pgcheckpoint.maintenance.stats import storage_stats_op
-from pgcheckpoint.ops import OpRun, Stmt
-from pgcheckpoint.telemetry import Activity, current_activity, logger, operation_name
+from pgcheckpoint.ops import Stmt
+from pgcheckpoint.telemetry.activity import Activity, current_activity, logger, operation_name
 
 SOURCE = Path(__file__).resolve().parents[2] / "src" / "pgcheckpoint"
 # programs that talk to a terminal: the command line, and the demo it runs
-PRINTS_ALLOWED = ("cli/", "demo.py")
+PRINTS_ALLOWED = ("cli/", "contrib/demo.py")
 
 
 def test_an_operation_is_named_after_its_op_or_sweep_function() -> None:
-    core = SaverCore()
+    core = SaverState()
     config = {"configurable": {"thread_id": "t1", "checkpoint_id": "c1"}}
-    assert operation_name(core.get_tuple_op(config)) == "get_tuple"
-    assert operation_name(core.put_writes_op(config, [("a", 1)], "task")) == "put_writes"
-    assert operation_name(core.delete_thread_op("t1")) == "delete_thread"
+    assert operation_name(get_tuple_op(core, config)) == "get_tuple"
+    assert operation_name(put_writes_op(core, config, [("a", 1)], "task")) == "put_writes"
+    assert operation_name(delete_thread_op(core, "t1")) == "delete_thread"
     assert operation_name(storage_stats_op()) == "storage_stats"
     assert operation_name(import_sweep(None, None)) == "import"  # type: ignore[arg-type]
     assert operation_name(object()) == "operation"
@@ -84,7 +88,7 @@ def test_the_library_logs_through_the_pgcheckpoint_logger_only() -> None:
         (str(path.relative_to(SOURCE)), ast.unparse(call.args[0]) if call.args else "")
         for path, call in _calls("getLogger")
     }
-    assert names == {("telemetry.py", "'pgcheckpoint'")}
+    assert names == {("telemetry/activity.py", "'pgcheckpoint'")}
 
 
 def test_only_the_otel_module_imports_opentelemetry() -> None:
@@ -98,4 +102,4 @@ def test_only_the_otel_module_imports_opentelemetry() -> None:
                 modules = [node.module]
             if any(m.partition(".")[0] == "opentelemetry" for m in modules):
                 importing.add(str(path.relative_to(SOURCE)))
-    assert importing == {"otel.py"}
+    assert importing == {"telemetry/otel.py"}

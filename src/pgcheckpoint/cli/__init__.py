@@ -29,8 +29,10 @@ import argparse
 import importlib
 import logging
 import os
+import re
 import sys
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 
 from ..errors import PgCheckpointError
@@ -51,6 +53,7 @@ __all__ = [
     "database_error",
     "human_size",
     "main",
+    "parse_duration",
     "positive_int",
     "print_table",
     "resolve_dsn",
@@ -99,6 +102,34 @@ class CliError(PgCheckpointError):
 
 # Seconds in each unit a duration option accepts (`30d`, `12h`, ...).
 DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+# One part of a duration: a number (decimals too) and its unit.
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
+
+
+def parse_duration(text: str) -> timedelta:
+    """An argparse type: a duration like `30d`, `12h`, `90m`, `45s`, `2w`, `1d12h` or `1.5d`.
+
+    Every option that takes an age or a duration reads it with this.
+
+    Example:
+        >>> parse_duration("1d12h") == parse_duration("1.5d")
+        True
+    """
+    compact = text.strip().lower().replace(" ", "")
+    if not compact or _DURATION_PART.sub("", compact):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a duration: write a number and a unit s, m, h, d or w, "
+            "e.g. 30d, 12h or 1d12h"
+        )
+    seconds = sum(float(n) * DURATION_UNITS[unit] for n, unit in _DURATION_PART.findall(compact))
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is no time at all: give a positive duration")
+    if seconds > MAX_DURATION_SECONDS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is longer than 1000 years ({MAX_DURATION_SECONDS // 604800}w): "
+            "give a shorter duration"
+        )
+    return timedelta(seconds=seconds)
 
 
 def positive_int(text: str) -> int:
@@ -187,7 +218,7 @@ def resolve_dsn(args: argparse.Namespace) -> str:
     Any libpq string or URI, a Unix-socket directory as its host included
     (`host=/run/postgresql dbname=app`, `postgresql://u@/db?host=/run/postgresql`);
     a SQLAlchemy-style scheme (`postgresql+psycopg://`) is reduced to the one
-    libpq reads (`pgcheckpoint.drivers.libpq_dsn`). `embedded` starts (or
+    libpq reads (`pgcheckpoint.libpq_dsn`). `embedded` starts (or
     reuses) the embedded server in `.pgcheckpoint/pgdata` under the current
     directory, the one `make demo` uses without `PGCHECKPOINT_DSN`.
 
@@ -207,14 +238,14 @@ def resolve_dsn(args: argparse.Namespace) -> str:
             exit_code=EXIT_USAGE,
         )
     if dsn == EMBEDDED:
-        from ..embedded import embedded_dsn
+        from ..contrib.embedded import embedded_dsn
 
         try:
             return embedded_dsn()
         except ImportError as exc:
             raise CliError(str(exc), exit_code=EXIT_USAGE) from None
-    from ..drivers import libpq_dsn
     from ..errors import InvalidInputError
+    from ..validate import libpq_dsn
 
     try:
         return libpq_dsn(dsn)
@@ -250,7 +281,7 @@ def schema_option(schema: str) -> str:
         >>> schema_option("tenant_a")
         ' --schema tenant_a'
     """
-    from ..migrate import schema_option as option
+    from ..commands import schema_option as option
 
     return option(schema)
 
@@ -278,7 +309,7 @@ def print_table(rows: Sequence[Sequence[str]]) -> None:
         table      rows
         pgc_blobs    12
     """
-    from ..terminal import printable
+    from ..threadview.terminal import printable
 
     rows = [[printable(cell) for cell in row] for row in rows]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -396,7 +427,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = _expected_exit_code(exc)
         if code is None or args.traceback:
             raise
-        from ..terminal import printable
+        from ..threadview.terminal import printable
 
         print(f"pgcheckpoint: error: {printable(_message(exc), keep=chr(10))}", file=sys.stderr)
         return code

@@ -90,10 +90,11 @@ def run_import(args: argparse.Namespace) -> int:
     import psycopg
     from psycopg.rows import dict_row
 
-    from .. import migrate
+    from ..codec.strict import StrictSerializer
+    from ..commands import migrate_command
+    from ..drivers.saver import PostgresSaver
     from ..maintenance.importer import LangGraphImporter, import_sweep
-    from ..saver import PostgresSaver
-    from ..strict import StrictSerializer
+    from ..schema.migrate import current, head
     from .progress import Progress
 
     schema = resolve_schema(args)
@@ -103,24 +104,24 @@ def run_import(args: argparse.Namespace) -> int:
     # strict msgpack: a planted row of the source database must not run code here
     serde = _load_serde(args.serde, "--serde") if args.serde else StrictSerializer()
     source_serde = _load_serde(args.from_serde, "--from-serde") if args.from_serde else None
-    revision = migrate.current(dsn, schema=schema)
-    if revision != migrate.head():
+    revision = current(dsn, schema=schema)
+    if revision != head():
         raise CliError(
-            f"schema {schema!r} is at {revision or 'no revision'}, not {migrate.head()!r}: "
-            f"run `{migrate.migrate_command(schema)}` first"
+            f"schema {schema!r} is at {revision or 'no revision'}, not {head()!r}: "
+            f"run `{migrate_command(schema)}` first"
         )
     # No prepared statements: the command may go through a pooler like the app does.
     with (
-        psycopg.connect(from_dsn, autocommit=True, prepare_threshold=None, row_factory=dict_row)
-        as source_conn,
-        psycopg.connect(dsn, autocommit=True, prepare_threshold=None, row_factory=dict_row)
-        as target_conn,
+        psycopg.connect(
+            from_dsn, autocommit=True, prepare_threshold=None, row_factory=dict_row
+        ) as source_conn,
+        psycopg.connect(
+            dsn, autocommit=True, prepare_threshold=None, row_factory=dict_row
+        ) as target_conn,
     ):
         source = PostgresSaver(source_conn, schema=from_schema)
         target = PostgresSaver(target_conn, serde=serde, schema=schema)
-        importer = LangGraphImporter(
-            target, source_serde=source_serde, batch_size=args.batch_size
-        )
+        importer = LangGraphImporter(target, source_serde=source_serde, batch_size=args.batch_size)
         total = source.run(importer.check_source_op(args.from_schema))
         threads = None
         if args.thread:

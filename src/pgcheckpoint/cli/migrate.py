@@ -108,22 +108,20 @@ def register(subparsers: Any) -> None:
 
 
 def run_migrate(args: argparse.Namespace) -> int:
-    from .. import migrate
+    from ..schema.migrate import current, offline_sql, upgrade
 
     schema = resolve_schema(args)
     if args.sql:
         with _alembic_errors(schema):
-            text = migrate.offline_sql(schema=schema, revision=args.to, start=args.from_rev)
+            text = offline_sql(schema=schema, revision=args.to, start=args.from_rev)
         print(text, end="" if text.endswith("\n") else "\n")
         return EXIT_OK
     if args.from_rev is not None:
         raise CliError("--from only applies to --sql", exit_code=EXIT_USAGE)
     dsn = resolve_dsn(args)
     with _alembic_errors(schema):
-        before = migrate.upgrade(
-            dsn, schema=schema, revision=args.to, lock_timeout=args.lock_timeout
-        )
-        after = migrate.current(dsn, schema=schema)
+        before = upgrade(dsn, schema=schema, revision=args.to, lock_timeout=args.lock_timeout)
+        after = current(dsn, schema=schema)
     if before == after:
         print(f"schema {schema!r} is already at {_describe(after)}")
     else:
@@ -138,9 +136,9 @@ def _official_threads_warning(dsn: str, schema: str) -> str | None:
     """What `setup()` logs when the official saver's tables hold threads ours lack."""
     import psycopg
 
+    from ..core.official import official_threads_op
+    from ..drivers.saver import PostgresSaver
     from ..errors import PgCheckpointError
-    from ..official import official_threads_op
-    from ..saver import PostgresSaver
 
     try:
         with PostgresSaver.from_conn_string(dsn, schema=schema) as saver:
@@ -151,15 +149,13 @@ def _official_threads_warning(dsn: str, schema: str) -> str | None:
 
 
 def run_downgrade(args: argparse.Namespace) -> int:
-    from .. import migrate
+    from ..schema.migrate import current, downgrade
 
     schema = resolve_schema(args)
     dsn = resolve_dsn(args)
     with _alembic_errors(schema):
-        before = migrate.downgrade(
-            dsn, args.revision, schema=schema, lock_timeout=args.lock_timeout
-        )
-        after = migrate.current(dsn, schema=schema)
+        before = downgrade(dsn, args.revision, schema=schema, lock_timeout=args.lock_timeout)
+        after = current(dsn, schema=schema)
     if before == after:
         print(f"schema {schema!r} is already at {_describe(after)}")
     else:
@@ -168,19 +164,19 @@ def run_downgrade(args: argparse.Namespace) -> int:
 
 
 def run_current(args: argparse.Namespace) -> int:
-    from .. import migrate
+    from ..schema.migrate import current, head, history
 
     schema = resolve_schema(args)
     dsn = resolve_dsn(args)
-    revision = migrate.current(dsn, schema=schema)
+    revision = current(dsn, schema=schema)
     print(_describe(revision))
-    known = [rev for rev, _down, _title in migrate.history()]
+    known = [rev for rev, _down, _title in history()]
     # a revision this version does not know is a newer release's (rolling deploys)
     behind = revision is None or (revision in known and revision != known[-1])
     if args.check and behind:
         print(
             f"pgcheckpoint: schema {schema!r} is not at the newest revision "
-            f"{migrate.head()!r}: run `pgcheckpoint migrate{schema_option(schema)}`",
+            f"{head()!r}: run `pgcheckpoint migrate{schema_option(schema)}`",
             file=sys.stderr,
         )
         return EXIT_FAILED
@@ -198,12 +194,13 @@ def _tables_problem(dsn: str, schema: str) -> str | None:
     claims revisions whose changes never ran: its tables are missing, or owned
     by another role than it.
     """
-    from .. import migrate
+    from ..schema.ddl import TABLES, VERSION_TABLE
+    from ..schema.roles import ownership
 
-    owners = migrate.ownership(dsn, schema=schema).owners
-    version_owner = owners.get(migrate.VERSION_TABLE)
-    missing = [t for t in migrate.TABLES if t not in owners]
-    others = {t: owners[t] for t in migrate.TABLES if t in owners and owners[t] != version_owner}
+    owners = ownership(dsn, schema=schema).owners
+    version_owner = owners.get(VERSION_TABLE)
+    missing = [t for t in TABLES if t not in owners]
+    others = {t: owners[t] for t in TABLES if t in owners and owners[t] != version_owner}
     if not missing and not others:
         return None
     found = [f"{t} is missing" for t in missing]
@@ -216,10 +213,12 @@ def _tables_problem(dsn: str, schema: str) -> str | None:
 
 
 def run_grants(args: argparse.Namespace) -> int:
-    from .. import migrate
+    from ..commands import migrate_command
+    from ..schema.migrate import current
+    from ..schema.roles import runtime_grants
 
     schema = resolve_schema(args)
-    statements = migrate.runtime_grants(args.role, schema)
+    statements = runtime_grants(args.role, schema)
     if not args.apply:
         for statement in statements:
             print(f"{statement};")
@@ -227,10 +226,10 @@ def run_grants(args: argparse.Namespace) -> int:
     import psycopg
 
     dsn = resolve_dsn(args)
-    if migrate.current(dsn, schema=schema) is None:
+    if current(dsn, schema=schema) is None:
         raise CliError(
             f"schema {schema!r} has no pgcheckpoint tables to grant on: "
-            f"run `{migrate.migrate_command(schema)}` first"
+            f"run `{migrate_command(schema)}` first"
         )
     with psycopg.connect(dsn, autocommit=True) as conn, conn.transaction():
         for statement in statements:
@@ -240,26 +239,26 @@ def run_grants(args: argparse.Namespace) -> int:
 
 
 def run_history(args: argparse.Namespace) -> int:
-    from .. import migrate
+    from ..schema.migrate import head, history
 
-    newest = migrate.head()
-    for revision, _down, title in migrate.history():
+    newest = head()
+    for revision, _down, title in history():
         marker = " (head)" if revision == newest else ""
         print(f"{revision}{marker}  {title.rstrip('.')}".rstrip())
     return EXIT_OK
 
 
 def _describe(revision: str | None) -> str:
-    from .. import migrate
+    from ..schema.migrate import head, history
 
     if revision is None:
         return "no revision (not migrated)"
-    known = {rev for rev, _down, _title in migrate.history()}
-    if revision == migrate.head():
+    known = {rev for rev, _down, _title in history()}
+    if revision == head():
         return f"{revision} (head)"
     if revision not in known:
         return f"{revision} (unknown to this version of pgcheckpoint: upgrade the package)"
-    return f"{revision} (behind head {migrate.head()})"
+    return f"{revision} (behind head {head()})"
 
 
 @contextmanager

@@ -100,7 +100,7 @@ class Progress:
 
     def note(self, message: str) -> None:
         """Write a message on its own line without breaking the bar."""
-        from ..terminal import printable
+        from ..threadview.terminal import printable
 
         if self.tty:
             self.stream.write("\r\x1b[2K")

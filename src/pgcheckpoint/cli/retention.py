@@ -18,29 +18,26 @@ Example:
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from ..terminal import json_text
+from ..maintenance.retention import DEFAULT_BATCH_SIZE
+from ..threadview.terminal import json_text
 from . import (
     DURATION_UNITS,
     EXIT_OK,
-    MAX_DURATION_SECONDS,
     add_command,
     human_size,
+    parse_duration,
     positive_int,
     resolve_dsn,
     resolve_schema,
     seconds_value,
 )
 
-if TYPE_CHECKING:  # the rest is imported by the handlers, keeping `--help` cheap
+if TYPE_CHECKING:  # the rest is imported by the handlers
     from ..maintenance.retention import PruneReport
-
-DEFAULT_BATCH_SIZE = 100
-_DURATION = re.compile(r"(\d+)([smhdw])")
 
 
 def register(subparsers: Any) -> None:
@@ -98,30 +95,6 @@ def register(subparsers: Any) -> None:
     p.set_defaults(handler=prune_command)
 
 
-def parse_duration(text: str) -> timedelta:
-    """A duration like `30d`, `12h`, `90m`, `45s`, `2w` or `1d12h`.
-
-    Example:
-        >>> parse_duration("1d12h")
-        datetime.timedelta(days=1, seconds=43200)
-    """
-    compact = text.strip().lower().replace(" ", "")
-    if not compact or _DURATION.sub("", compact):
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a duration: write a number and a unit s, m, h, d or w, "
-            "e.g. 30d or 12h"
-        )
-    seconds = sum(int(n) * DURATION_UNITS[unit] for n, unit in _DURATION.findall(compact))
-    if seconds <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is no time at all: give a positive duration")
-    if seconds > MAX_DURATION_SECONDS:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is longer than 1000 years ({MAX_DURATION_SECONDS // 604800}w): "
-            "give a shorter duration"
-        )
-    return timedelta(seconds=seconds)
-
-
 def _positive_float(text: str) -> float:
     value = seconds_value(text)
     if not value > 0:
@@ -131,7 +104,7 @@ def _positive_float(text: str) -> float:
 
 def prune_command(args: argparse.Namespace) -> int:
     """Run `pgcheckpoint prune`."""
-    from ..saver import PostgresSaver
+    from ..drivers.saver import PostgresSaver
     from . import EXIT_USAGE, CliError
     from .progress import Progress
 
@@ -212,6 +185,8 @@ def _n(count: int, noun: str) -> str:
 
 def _age(delta: timedelta) -> str:
     seconds = int(delta.total_seconds())
+    if seconds != delta.total_seconds():  # a fraction of a second: show it
+        return f"{delta.total_seconds():g}s"
     for unit in ("w", "d", "h", "m"):
         if seconds % DURATION_UNITS[unit] == 0:
             return f"{seconds // DURATION_UNITS[unit]}{unit}"

@@ -8,7 +8,7 @@ reports no value left under another key, remove the old key. Interrupted, it
 resumes where it stopped when run again. Rows sealed by pgcheckpoint 0.1.0
 and values in LangGraph's own format are rewritten in row format 2; the
 command says when none is left, so the settings that read them can go.
-Values are decoded in LangGraph's strict msgpack mode (`pgcheckpoint.strict`):
+Values are decoded in LangGraph's strict msgpack mode (`pgcheckpoint.codec.strict`):
 a planted row never runs code as the operator.
 
 Example:
@@ -23,6 +23,7 @@ import argparse
 import sys
 from typing import Any
 
+from ..maintenance.rotation import DEFAULT_BATCH_SIZE
 from . import (
     EXIT_FAILED,
     EXIT_OK,
@@ -34,8 +35,6 @@ from . import (
     resolve_dsn,
     resolve_schema,
 )
-
-DEFAULT_BATCH_SIZE = 500
 
 
 def register(subparsers: Any) -> None:
@@ -77,10 +76,12 @@ def register(subparsers: Any) -> None:
 
 def rotate_key_command(args: argparse.Namespace) -> int:
     """Run `pgcheckpoint rotate-key`."""
-    from ..crypto import PLAINTEXT_LABEL, EncryptedSerde
+    from ..codec.crypto import EncryptedSerde
+    from ..codec.labels import PLAINTEXT_LABEL
+    from ..codec.strict import StrictSerializer
+    from ..drivers.rotate_key import rotate_key
     from ..errors import InvalidInputError
-    from ..maintenance.rotation import VALUE_KINDS, rotate_key
-    from ..strict import StrictSerializer
+    from ..maintenance.rotation import VALUE_KINDS
     from .progress import Progress
 
     dsn = resolve_dsn(args)
@@ -149,13 +150,8 @@ def rotate_key_command(args: argparse.Namespace) -> int:
 
 def _settings_that_can_go(counts: dict[str, dict[str, int]], serde: Any) -> list[str]:
     """What the operator can now turn off, as the rotation left no value needing it."""
-    from ..crypto import (
-        ACCEPT_FORMAT_1_ENV,
-        ACCEPT_LANGGRAPH_EAX_ENV,
-        LANGGRAPH_EAX_LABEL,
-        LANGGRAPH_KEY_ENV,
-        LANGGRAPH_KEY_ID,
-    )
+    from ..codec.crypto import ACCEPT_FORMAT_1_ENV, ACCEPT_LANGGRAPH_EAX_ENV, LANGGRAPH_KEY_ID
+    from ..codec.labels import LANGGRAPH_EAX_LABEL, LANGGRAPH_KEY_ENV
 
     lines = []
     if serde.reads_langgraph_eax:

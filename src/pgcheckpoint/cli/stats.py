@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..terminal import json_text
+from ..threadview.terminal import json_text
 from . import (
     EXIT_OK,
     add_command,
@@ -64,8 +64,8 @@ def _non_negative_int(text: str) -> int:
 
 def stats_command(args: argparse.Namespace) -> int:
     """Run `pgcheckpoint stats`."""
+    from ..drivers.saver import PostgresSaver
     from ..maintenance.stats import prometheus_text, storage_stats_op
-    from ..saver import PostgresSaver
 
     dsn = resolve_dsn(args)
     schema = resolve_schema(args)

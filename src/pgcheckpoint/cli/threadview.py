@@ -2,7 +2,7 @@
 
 Both only read, in one read-only snapshot (REPEATABLE READ), so they are safe
 on a live database and never block the application. Values are decoded in
-LangGraph's strict msgpack mode (`pgcheckpoint.strict`): a stored object of a
+LangGraph's strict msgpack mode (`pgcheckpoint.codec.strict`): a stored object of a
 type outside its allowlist shows as `<blocked: module.name>`, and nothing a
 row names is ever imported or called. They are decrypted when
 `PGCHECKPOINT_AES_KEYS` (or `LANGGRAPH_AES_KEY`) is set, and then a value
@@ -27,32 +27,30 @@ import datetime as dt
 import itertools
 import json
 import os
-import re
 import shutil
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from ..terminal import json_text, printable, shell_quote
+from ..threadview.terminal import json_text, printable, shell_quote
 from . import (
     DURATION_UNITS,
     EXIT_OK,
     EXIT_USAGE,
-    MAX_DURATION_SECONDS,
     CliError,
     add_command,
+    parse_duration,
     positive_int,
     resolve_dsn,
     resolve_schema,
 )
 
 if TYPE_CHECKING:  # the rest is imported by the handlers, keeping `--help` cheap
-    from ..saver import PostgresSaver
+    from ..drivers.saver import PostgresSaver
 
 DEFAULT_THREADS = 20
 DEFAULT_PAGE = 50
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
 
 
 def register(subparsers: Any) -> None:
@@ -153,15 +151,17 @@ def parse_since(text: str, now: dt.datetime | None = None) -> dt.datetime:
         '2025-06-01T00:00:00+00:00'
     """
     cleaned = text.strip().lower().replace(" ", "")
-    match = _DURATION.match(cleaned)
-    if match:
-        seconds = float(match.group(1)) * DURATION_UNITS[match.group(2)]
-        if seconds > MAX_DURATION_SECONDS:
-            raise argparse.ArgumentTypeError(
-                f"{text!r} reaches back more than 1000 years: give a shorter duration or a date"
-            )
+    if cleaned[:1].isdigit() and cleaned[-1:] in DURATION_UNITS:
+        try:
+            back = parse_duration(cleaned)
+        except argparse.ArgumentTypeError as exc:
+            if "1000 years" in str(exc):
+                raise argparse.ArgumentTypeError(
+                    f"{text!r} reaches back more than 1000 years: give a shorter duration or a date"
+                ) from None
+            raise
         now = now if now is not None else dt.datetime.now(dt.timezone.utc)
-        return now - dt.timedelta(seconds=seconds)
+        return now - back
     iso = text.strip()
     if iso.endswith(("Z", "z")):
         iso = iso[:-1] + "+00:00"
@@ -212,7 +212,7 @@ def _reading_saver(args: argparse.Namespace) -> Iterator[PostgresSaver]:
     from psycopg import Connection, IsolationLevel
     from psycopg.rows import dict_row
 
-    from ..saver import PostgresSaver
+    from ..drivers.saver import PostgresSaver
 
     dsn = resolve_dsn(args)
     schema = resolve_schema(args)
@@ -227,9 +227,9 @@ def _reading_saver(args: argparse.Namespace) -> Iterator[PostgresSaver]:
 
 def _serde_from_env(allow_plaintext: bool) -> Any:
     """Strict msgpack, inside the encryption when a key is set: no stored row runs code."""
-    from ..crypto import EncryptedSerde
+    from ..codec.crypto import EncryptedSerde
+    from ..codec.strict import StrictSerializer
     from ..errors import InvalidInputError
-    from ..strict import StrictSerializer
 
     strict = StrictSerializer()
     if not _key_configured():
@@ -241,7 +241,7 @@ def _serde_from_env(allow_plaintext: bool) -> Any:
 
 
 def _key_configured() -> bool:
-    from ..crypto import KEYS_ENV, LANGGRAPH_KEY_ENV
+    from ..codec.labels import KEYS_ENV, LANGGRAPH_KEY_ENV
 
     return bool(os.environ.get(KEYS_ENV, "").strip() or os.environ.get(LANGGRAPH_KEY_ENV))
 

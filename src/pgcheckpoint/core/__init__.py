@@ -3,35 +3,18 @@
 Each operation is a generator (`pgcheckpoint.ops.Op`): it yields the named
 statements to run, receives their rows, and returns the operation's result.
 `PostgresSaver` and `AsyncPostgresSaver` only run them (`saver.run(op)`), so
-the logic exists once for both. `SaverCore` gathers the operations, one module
-per concern: `writes` (put, put_writes), `reads` (get_tuple, list),
-`delta_history` (DeltaChannel), `maintenance` (delete, copy, prune),
-`reseal` (rows sealed again for a copy or a key rotation), on the shared
-state of `base`.
+the logic exists once for both. The operations are functions of one module
+per concern, each taking the saver's `state.SaverState` first: `writes` (put,
+put_writes), `reads` (get_tuple, list), `delta_history` (DeltaChannel),
+`deletes` (delete_thread, prune, delete_for_runs), `copies` (copy_thread),
+`reseal` (rows sealed again for a copy or a key rotation). Beside them:
+`caches`, `fastcopy` and `appends` (what a saver keeps between calls, and the
+copies it hands out), `locks` (every advisory lock), `official` (the official
+saver's tables), `rows` (row keys). Internal: no stability promise.
 
 Example:
-    >>> from pgcheckpoint.core import SaverCore
-    >>> next(SaverCore().delete_thread_op("t1")).name
-    'delete_thread'
+    >>> from pgcheckpoint.core.deletes import delete_thread_op
+    >>> from pgcheckpoint.core.state import SaverState
+    >>> next(delete_thread_op(SaverState(), "t1")).name
+    'read_committed'
 """
-
-from __future__ import annotations
-
-from .delta_history import DeltaHistory
-from .maintenance import Maintenance
-from .reads import ListingMemo
-from .writes import Writes
-
-__all__ = ["ListingMemo", "SaverCore"]
-
-
-class SaverCore(Writes, Maintenance, DeltaHistory):
-    """The I/O-free half of both savers: builds statements, decodes rows.
-
-    Subclasses provide the I/O: they run an `Op` to completion on a connection.
-
-    Example:
-        >>> core = SaverCore()
-        >>> core.get_next_version(None, None).startswith("0" * 31 + "1.")
-        True
-    """

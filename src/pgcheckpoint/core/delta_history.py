@@ -2,13 +2,14 @@
 
 A `DeltaChannel` stores only what each step appended; LangGraph rebuilds it
 from the last snapshot (the seed) and the writes since. One statement walks
-the chain; the decoded seeds and writes are kept (`pgcheckpoint.caches`), as
+the chain; the decoded seeds and writes are kept (`pgcheckpoint.core.caches`), as
 the next step of the same thread reads most of them again.
 
 Example:
-    >>> from pgcheckpoint.core import SaverCore
+    >>> from pgcheckpoint.core.delta_history import delta_history_op
+    >>> from pgcheckpoint.core.state import SaverState
     >>> config = {"configurable": {"thread_id": "t1", "checkpoint_id": "c1"}}
-    >>> next(SaverCore().delta_history_op(config, ["messages"])).name
+    >>> next(delta_history_op(SaverState(), config, ["messages"])).name
     'delta_channel_history'
 """
 
@@ -27,298 +28,300 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
-from ..arrays import TextArray
-from ..caches import MISSING, seed_key, write_columns, write_key
-from ..crypto import cipher_label
+from ..codec.binding import FORMAT_2, as_sealer, binding, describe_row, unseal_value
+from ..codec.integrity import Structure, check_checkpoint_columns, seal_id, take_structure
+from ..codec.labels import cipher_label
 from ..errors import DecryptionError
-from ..fastcopy import copies_whole, copy_containers, copy_items
-from ..integrity import Structure, check_checkpoint_columns, seal_id, take_structure
-from ..ops import MAX_CHAIN_DEPTH, Op, Row, Stmt, row_key
-from ..telemetry import note_cache
+from ..ops import Op, Row, Stmt
+from ..statements.arrays import TextArray
+from ..telemetry.activity import note_cache
 from ..validate import check_id, thread_of
-from ..values import FORMAT_2, as_sealer, binding, describe_row, unseal_value
-from .reads import Reads
+from .caches import MISSING, seed_key, write_columns, write_key
+from .fastcopy import copies_whole, copy_containers, copy_items
+from .reads import get_tuple_op
+from .rows import MAX_CHAIN_DEPTH, row_key
+from .state import SaverState
 
-__all__ = ["DeltaHistory"]
+__all__ = ["delta_history_op"]
 
 
-class DeltaHistory(Reads):
-    """The DeltaChannel operations of `SaverCore`.
+def delta_history_op(
+    saver: SaverState, config: RunnableConfig, channels: Sequence[str]
+) -> Op[dict[str, DeltaChannelHistory]]:
+    """Per-channel writes and seed along the target's parent chain, in one query."""
+    channels = list(dict.fromkeys(check_id("channel", ch) for ch in channels))
+    if not channels:
+        return {}
+    thread_id, checkpoint_ns = thread_of(config)
+    checkpoint_id = get_checkpoint_id(config)
+    if checkpoint_id is None:
+        latest = yield from get_tuple_op(saver, config)
+        if latest is None:
+            return {ch: {"writes": []} for ch in channels}
+        checkpoint_id = latest.config["configurable"]["checkpoint_id"]
+    sealed = as_sealer(saver.serde) is not None
+    rows = yield Stmt(
+        "delta_channel_history_sealed" if sealed else "delta_channel_history",
+        params={
+            "thread_id": thread_id,
+            "checkpoint_ns": checkpoint_ns,
+            "checkpoint_id": check_id("checkpoint_id", checkpoint_id),
+            "channels": TextArray(channels),
+            "max_depth": MAX_CHAIN_DEPTH,
+        },
+        fetch=True,
+    )
+    if sealed:
+        yield from check_walk_op(saver, thread_id, checkpoint_ns, channels, rows)
+    return assemble_delta_history(saver, thread_id, checkpoint_ns, channels, rows)
 
-    Example:
-        >>> from pgcheckpoint.core import SaverCore
-        >>> isinstance(SaverCore(), DeltaHistory)
-        True
+
+def check_walk_op(
+    saver: SaverState, thread_id: str, ns: str, channels: Sequence[str], rows: Sequence[Row]
+) -> Op[None]:
+    """Check the walk of `delta_channel_history_sealed` against what is sealed.
+
+    At each checkpoint of the walk, the parent it went on to and the
+    channels it found a value for must be what the checkpoint's sealed
+    record says (rows sealed in row format 2; others cannot tell). The
+    structures come from `structure_cache` (keyed by each record's nonce and
+    tag, which the statement sends instead of the record); records this
+    saver has not checked yet are read in one more statement. Each write
+    the walk left out for its channel must have that channel sealed with
+    it (`write_checks`, read the same way), so no write drops out of the
+    history because its channel column was edited. A seed's version is
+    checked against its holder's structure in `assemble_delta_history`.
+
+    Raises:
+        DecryptionError: A column the walk relied on differs from what is sealed.
     """
-
-    def delta_history_op(
-        self, config: RunnableConfig, channels: Sequence[str]
-    ) -> Op[dict[str, DeltaChannelHistory]]:
-        """Per-channel writes and seed along the target's parent chain, in one query."""
-        channels = list(dict.fromkeys(check_id("channel", ch) for ch in channels))
-        if not channels:
-            return {}
-        thread_id, checkpoint_ns = thread_of(config)
-        checkpoint_id = get_checkpoint_id(config)
-        if checkpoint_id is None:
-            latest = yield from self.get_tuple_op(config)
-            if latest is None:
-                return {ch: {"writes": []} for ch in channels}
-            checkpoint_id = latest.config["configurable"]["checkpoint_id"]
-        sealed = as_sealer(self.serde) is not None
-        rows = yield Stmt(
-            "delta_channel_history_sealed" if sealed else "delta_channel_history",
-            params={
-                "thread_id": thread_id,
-                "checkpoint_ns": checkpoint_ns,
-                "checkpoint_id": check_id("checkpoint_id", checkpoint_id),
-                "channels": TextArray(channels),
-                "max_depth": MAX_CHAIN_DEPTH,
-            },
-            fetch=True,
+    yield from check_left_out_writes_op(saver, thread_id, ns, rows)
+    walked = sorted((r for r in rows if r["kind"] == "a"), key=lambda r: r["depth"])
+    for row in walked:
+        row.update(
+            thread_id=thread_id,
+            checkpoint_ns=ns,
+            checkpoint=row["blob"],
+            parent_checkpoint_id=row["version"],
+            sealed_parent_id=row["base_version"],
+            channel_versions=json.loads(row["task_path"]),
+            sealed_inline_channels=json.loads(row["task_id"]),
         )
-        if sealed:
-            yield from self.check_walk_op(thread_id, checkpoint_ns, channels, rows)
-        return self.assemble_delta_history(thread_id, checkpoint_ns, channels, rows)
-
-    def check_walk_op(
-        self, thread_id: str, ns: str, channels: Sequence[str], rows: Sequence[Row]
-    ) -> Op[None]:
-        """Check the walk of `delta_channel_history_sealed` against what is sealed.
-
-        At each checkpoint of the walk, the parent it went on to and the
-        channels it found a value for must be what the checkpoint's sealed
-        record says (rows sealed in row format 2; others cannot tell). The
-        structures come from `structure_cache` (keyed by each record's nonce and
-        tag, which the statement sends instead of the record); records this
-        saver has not checked yet are read in one more statement. Each write
-        the walk left out for its channel must have that channel sealed with
-        it (`write_checks`, read the same way), so no write drops out of the
-        history because its channel column was edited. A seed's version is
-        checked against its holder's structure in `assemble_delta_history`.
-
-        Raises:
-            DecryptionError: A column the walk relied on differs from what is sealed.
-        """
-        yield from self.check_left_out_writes_op(thread_id, ns, rows)
-        walked = sorted((r for r in rows if r["kind"] == "a"), key=lambda r: r["depth"])
-        for row in walked:
-            row.update(
-                thread_id=thread_id,
-                checkpoint_ns=ns,
-                checkpoint=row["blob"],
-                parent_checkpoint_id=row["version"],
-                sealed_parent_id=row["base_version"],
-                channel_versions=json.loads(row["task_path"]),
-                sealed_inline_channels=json.loads(row["task_id"]),
-            )
-        sealed = [r for r in walked if self.sealed_format(r["type"]) == FORMAT_2]
-        missing = [r["checkpoint_id"] for r in sealed if self.cached_structure(r) is None]
-        # a cleared parent column is a deleted parent only if no checkpoint has its id
-        cleared = [
-            r["sealed_parent_id"]
-            for r in sealed
-            if r["parent_checkpoint_id"] is None and r["sealed_parent_id"]
-        ]
-        found: set[str] = set()
-        if missing or cleared:
-            records = yield Stmt(
-                "sealed_records",
-                {
-                    "thread_id": thread_id,
-                    "checkpoint_ns": ns,
-                    "checkpoint_ids": sorted(set(missing) | set(cleared)),
-                },
-                fetch=True,
-            )
-            for record_row in records:
-                found.add(record_row["checkpoint_id"])
-                if (
-                    record_row["checkpoint_id"] in missing
-                    and self.sealed_format(record_row["type"]) == FORMAT_2
-                ):
-                    self.open_record_structure(record_row)
-        walking = set(channels)
-        checked = {id(r) for r in sealed}
-        for row in walked:
-            row["sealed_parent_exists"] = row["sealed_parent_id"] in found
-            structure = self.cached_structure(row) if id(row) in checked else None
-            if structure is None:
-                # format 1, or rewritten between the two statements: nothing to check
-                walking -= set(row["found"] or ()) if row["depth"] > 0 else set()
-                continue
-            aad = binding("checkpoint", thread_id, ns, row["checkpoint_id"])
-            where, label = describe_row(aad), cipher_label(row["type"])
-            # the walk went by these columns: they are the sealed ones, or it fails
-            check_checkpoint_columns(where, label, structure, row, None)
-            if row["depth"] > 0:
-                here = set(row["found"] or ())
-                # a value the record holds (inline, or stored with it) must be found
-                absent = {ch for ch in walking if ch in structure.inline | structure.stored}
-                absent -= here
-                if absent:
-                    raise DecryptionError(
-                        f"{where}, sealed under key {label!r}, holds values of channels "
-                        f"{sorted(absent)!r} that are now missing or marked empty in "
-                        "pgc_blobs; restore the rows from a backup, or delete the thread"
-                    )
-                walking -= here
-            row["structure"] = structure
-
-    def check_left_out_writes_op(self, thread_id: str, ns: str, rows: Sequence[Row]) -> Op[None]:
-        """Check the channel of each write the walk left out ('x' rows), once per process."""
-        unchecked = [
-            r
-            for r in rows
-            if r["kind"] == "x"
-            and self.sealed_format(r["type"]) == FORMAT_2
-            and self.write_checks.lookup(_checked_write(thread_id, ns, r)) is MISSING
-        ]
-        if not unchecked:
-            return
-        found = yield Stmt(
-            "sealed_writes",
+    sealed = [r for r in walked if saver.sealed_format(r["type"]) == FORMAT_2]
+    missing = [r["checkpoint_id"] for r in sealed if saver.cached_structure(r) is None]
+    # a cleared parent column is a deleted parent only if no checkpoint has its id
+    cleared = [
+        r["sealed_parent_id"]
+        for r in sealed
+        if r["parent_checkpoint_id"] is None and r["sealed_parent_id"]
+    ]
+    found: set[str] = set()
+    if missing or cleared:
+        records = yield Stmt(
+            "sealed_records",
             {
                 "thread_id": thread_id,
                 "checkpoint_ns": ns,
-                "checkpoint_ids": [r["checkpoint_id"] for r in unchecked],
-                "task_ids": [r["task_id"] for r in unchecked],
-                "idxs": [r["idx"] for r in unchecked],
+                "checkpoint_ids": sorted(set(missing) | set(cleared)),
             },
             fetch=True,
         )
-        sealer = as_sealer(self.serde)
-        for row in found:
-            if sealer is None or self.sealed_format(row["type"]) != FORMAT_2:
-                continue
-            aad = binding("write", thread_id, ns, row["checkpoint_id"], row["task_id"], row["idx"])
-            unseal_value(sealer, row["type"], row["blob"], aad, (row["channel"], row["task_path"]))
-            checked = {**row, "blob": seal_id(row["blob"])}
-            self.write_checks.keep(_checked_write(thread_id, ns, checked), True)
-
-    def open_record_structure(self, row: Row) -> Structure:
-        """Decode a sealed checkpoint record and keep its structure in `structure_cache`."""
-        aad = binding("checkpoint", *row_key(row))
-        record = self.load_value(row["type"], row["checkpoint"], aad)
-        structure = self.sealed_structure(record, aad, row["type"])
-        self.structure_cache.keep(self.structure_key(row), structure)
-        return structure
-
-    def assemble_delta_history(
-        self, thread_id: str, ns: str, channels: Sequence[str], rows: Sequence[Row]
-    ) -> dict[str, DeltaChannelHistory]:
-        writes: dict[str, list[tuple[int, tuple[str, str, int], PendingWrite]]] = {
-            ch: [] for ch in channels
-        }
-        seeds: dict[str, Any] = {}
-        seed_pieces: dict[str, list[Row]] = {}
-        inline_rows: list[Row] = []
-        for row in rows:
-            kind = row["kind"]
-            if kind == "w":
-                value = self.load_delta_write(thread_id, ns, row)
-                writes[row["channel"]].append(
-                    (
-                        row["depth"],
-                        writes_sort_key(row["task_path"], row["task_id"], row["idx"]),
-                        (row["task_id"], row["channel"], value),
-                    )
-                )
-            elif kind == "s":
-                seed_pieces.setdefault(row["channel"], []).append(row)
-            elif kind == "i":
-                inline_rows.append(row)
-        holders = {r["depth"]: r.get("structure") for r in rows if r["kind"] == "a"}
-        for channel, chain in seed_pieces.items():
-            # Piece 0 is the seed itself; the highest piece is the full value.
-            chain.sort(key=lambda r: -r["idx"])
-            structure = holders.get(chain[-1]["depth"])
-            if structure is not None and structure.versions.get(channel) != chain[-1]["version"]:
-                aad = binding("checkpoint", thread_id, ns, chain[-1]["checkpoint_id"])
-                raise DecryptionError(
-                    f"{describe_row(aad)}, sealed under key "
-                    f"{cipher_label(chain[-1]['type'])!r}, was altered: column "
-                    f"channel_versions names version {chain[-1]['version']!r} of channel "
-                    f"{channel!r}, its sealed record {structure.versions.get(channel)!r}; "
-                    "restore the row from a backup, or delete the thread"
-                )
-            if chain[-1]["type"] != "empty":
-                seeds[channel] = self.load_seed(
-                    (thread_id, ns, channel),
-                    [(r["version"], r["type"], r["blob"], r["base_version"]) for r in chain],
-                )
-        for row in inline_rows:
-            aad = binding("checkpoint", thread_id, ns, row["checkpoint_id"])
-            record = self.load_value(row["type"], row["blob"], aad)
-            take_structure(record)
-            values = record["channel_values"]
-            for ch in row["found"]:
-                if ch not in seeds and ch in values:
-                    seeds[ch] = values[ch]
-        result: dict[str, DeltaChannelHistory] = {}
-        for ch in channels:
-            # Oldest checkpoint first (deepest), then live order within one.
-            ordered = sorted(writes[ch], key=lambda w: (-w[0], w[1]))
-            entry: DeltaChannelHistory = {"writes": [w[2] for w in ordered]}
-            if ch in seeds:
-                entry["seed"] = seeds[ch]
-            result[ch] = entry
-        return result
-
-    def load_seed(
-        self, key: tuple[str, str, str], pieces: Sequence[tuple[str, str, bytes, str | None]]
-    ) -> Any:
-        """A DeltaChannel seed, decoded once per process while it stays the seed.
-
-        A snapshot is read again at every step until the next one, and decoding
-        it is most of the cost of rebuilding the channel. Stored values never
-        change, so the decoded list is kept (within the saver's `cache_bytes`)
-        and each caller gets a fresh list of copies of its items (their dicts
-        and lists copied too).
-        """
-        if not self.caches.max_bytes:
-            return self.load_blob(key, pieces)
-        # Keyed by the stored bytes, not the version: a deleted thread written
-        # again may reuse version strings, and its values must not be confused.
-        cache_key = seed_key(key, pieces)
-        cached = self.seed_cache.lookup(cache_key)
-        note_cache("seed", hit=cached is not MISSING)
-        if cached is MISSING:
-            cached = self.load_blob(key, pieces)
-            items = cached.value if isinstance(cached, _DeltaSnapshot) else cached
-            if not isinstance(items, list) or not self.seed_cache.keep(cache_key, cached):
-                return cached
-        # the cached items outlive this call: what a caller edits, even inside
-        # a message, must not reach them
-        if isinstance(cached, _DeltaSnapshot):
-            return _DeltaSnapshot(copy_items(cached.value, containers=True))
-        return copy_items(cached, containers=True)
-
-    def load_delta_write(self, thread_id: str, ns: str, row: Row) -> Any:
-        """A write on a DeltaChannel's path, decoded once per process while it is cached.
-
-        Rebuilding a channel replays every write since its snapshot, and the
-        next rebuild of the same thread (the next turn, `get_state`) replays
-        most of them again. Values that `copy_items` can copy whole (messages,
-        lists, dicts, plain values), stored in at most 64 KiB, are kept within
-        the saver's `cache_bytes`, keyed by the row and a digest of its bytes;
-        each caller gets its own copy.
-        """
-        cache_key = write_key(thread_id, ns, row) if self.caches.max_bytes else None
-        cached = MISSING if cache_key is None else self.write_cache.lookup(cache_key)
-        note_cache("write", hit=cached is not MISSING)
-        if cached is MISSING:
-            aad = binding("write", thread_id, ns, row["checkpoint_id"], row["task_id"], row["idx"])
-            cached = self.load_value(
-                row["type"], row["blob"], aad, (row["channel"], row["task_path"])
-            )
+        for record_row in records:
+            found.add(record_row["checkpoint_id"])
             if (
-                cache_key is None
-                or not copies_whole(cached)
-                or not self.write_cache.keep(cache_key, cached)
+                record_row["checkpoint_id"] in missing
+                and saver.sealed_format(record_row["type"]) == FORMAT_2
             ):
-                return cached
-        return copy_containers(cached)
+                open_record_structure(saver, record_row)
+    walking = set(channels)
+    checked = {id(r) for r in sealed}
+    for row in walked:
+        row["sealed_parent_exists"] = row["sealed_parent_id"] in found
+        structure = saver.cached_structure(row) if id(row) in checked else None
+        if structure is None:
+            # format 1, or rewritten between the two statements: nothing to check
+            walking -= set(row["found"] or ()) if row["depth"] > 0 else set()
+            continue
+        aad = binding("checkpoint", thread_id, ns, row["checkpoint_id"])
+        where, label = describe_row(aad), cipher_label(row["type"])
+        # the walk went by these columns: they are the sealed ones, or it fails
+        check_checkpoint_columns(where, label, structure, row, None)
+        if row["depth"] > 0:
+            here = set(row["found"] or ())
+            # a value the record holds (inline, or stored with it) must be found
+            absent = {ch for ch in walking if ch in structure.inline | structure.stored}
+            absent -= here
+            if absent:
+                raise DecryptionError(
+                    f"{where}, sealed under key {label!r}, holds values of channels "
+                    f"{sorted(absent)!r} that are now missing or marked empty in "
+                    "pgc_blobs; restore the rows from a backup, or delete the thread"
+                )
+            walking -= here
+        row["structure"] = structure
+
+
+def check_left_out_writes_op(
+    saver: SaverState, thread_id: str, ns: str, rows: Sequence[Row]
+) -> Op[None]:
+    """Check the channel of each write the walk left out ('x' rows), once per process."""
+    unchecked = [
+        r
+        for r in rows
+        if r["kind"] == "x"
+        and saver.sealed_format(r["type"]) == FORMAT_2
+        and saver.write_checks.lookup(_checked_write(thread_id, ns, r)) is MISSING
+    ]
+    if not unchecked:
+        return
+    found = yield Stmt(
+        "sealed_writes",
+        {
+            "thread_id": thread_id,
+            "checkpoint_ns": ns,
+            "checkpoint_ids": [r["checkpoint_id"] for r in unchecked],
+            "task_ids": [r["task_id"] for r in unchecked],
+            "idxs": [r["idx"] for r in unchecked],
+        },
+        fetch=True,
+    )
+    sealer = as_sealer(saver.serde)
+    for row in found:
+        if sealer is None or saver.sealed_format(row["type"]) != FORMAT_2:
+            continue
+        aad = binding("write", thread_id, ns, row["checkpoint_id"], row["task_id"], row["idx"])
+        unseal_value(sealer, row["type"], row["blob"], aad, (row["channel"], row["task_path"]))
+        checked = {**row, "blob": seal_id(row["blob"])}
+        saver.write_checks.keep(_checked_write(thread_id, ns, checked), True)
+
+
+def open_record_structure(saver: SaverState, row: Row) -> Structure:
+    """Decode a sealed checkpoint record and keep its structure in `structure_cache`."""
+    aad = binding("checkpoint", *row_key(row))
+    record = saver.load_value(row["type"], row["checkpoint"], aad)
+    structure = saver.sealed_structure(record, aad, row["type"])
+    saver.structure_cache.keep(saver.structure_key(row), structure)
+    return structure
+
+
+def assemble_delta_history(
+    saver: SaverState, thread_id: str, ns: str, channels: Sequence[str], rows: Sequence[Row]
+) -> dict[str, DeltaChannelHistory]:
+    writes: dict[str, list[tuple[int, tuple[str, str, int], PendingWrite]]] = {
+        ch: [] for ch in channels
+    }
+    seeds: dict[str, Any] = {}
+    seed_pieces: dict[str, list[Row]] = {}
+    inline_rows: list[Row] = []
+    for row in rows:
+        kind = row["kind"]
+        if kind == "w":
+            value = load_delta_write(saver, thread_id, ns, row)
+            writes[row["channel"]].append(
+                (
+                    row["depth"],
+                    writes_sort_key(row["task_path"], row["task_id"], row["idx"]),
+                    (row["task_id"], row["channel"], value),
+                )
+            )
+        elif kind == "s":
+            seed_pieces.setdefault(row["channel"], []).append(row)
+        elif kind == "i":
+            inline_rows.append(row)
+    holders = {r["depth"]: r.get("structure") for r in rows if r["kind"] == "a"}
+    for channel, chain in seed_pieces.items():
+        # Piece 0 is the seed itself; the highest piece is the full value.
+        chain.sort(key=lambda r: -r["idx"])
+        structure = holders.get(chain[-1]["depth"])
+        if structure is not None and structure.versions.get(channel) != chain[-1]["version"]:
+            aad = binding("checkpoint", thread_id, ns, chain[-1]["checkpoint_id"])
+            raise DecryptionError(
+                f"{describe_row(aad)}, sealed under key "
+                f"{cipher_label(chain[-1]['type'])!r}, was altered: column "
+                f"channel_versions names version {chain[-1]['version']!r} of channel "
+                f"{channel!r}, its sealed record {structure.versions.get(channel)!r}; "
+                "restore the row from a backup, or delete the thread"
+            )
+        if chain[-1]["type"] != "empty":
+            seeds[channel] = load_seed(
+                saver,
+                (thread_id, ns, channel),
+                [(r["version"], r["type"], r["blob"], r["base_version"]) for r in chain],
+            )
+    for row in inline_rows:
+        aad = binding("checkpoint", thread_id, ns, row["checkpoint_id"])
+        record = saver.load_value(row["type"], row["blob"], aad)
+        take_structure(record)
+        values = record["channel_values"]
+        for ch in row["found"]:
+            if ch not in seeds and ch in values:
+                seeds[ch] = values[ch]
+    result: dict[str, DeltaChannelHistory] = {}
+    for ch in channels:
+        # Oldest checkpoint first (deepest), then live order within one.
+        ordered = sorted(writes[ch], key=lambda w: (-w[0], w[1]))
+        entry: DeltaChannelHistory = {"writes": [w[2] for w in ordered]}
+        if ch in seeds:
+            entry["seed"] = seeds[ch]
+        result[ch] = entry
+    return result
+
+
+def load_seed(
+    saver: SaverState,
+    key: tuple[str, str, str],
+    pieces: Sequence[tuple[str, str, bytes, str | None]],
+) -> Any:
+    """A DeltaChannel seed, decoded once per process while it stays the seed.
+
+    A snapshot is read again at every step until the next one, and decoding
+    it is most of the cost of rebuilding the channel. Stored values never
+    change, so the decoded list is kept (within the saver's `cache_bytes`)
+    and each caller gets a fresh list of copies of its items (their dicts
+    and lists copied too).
+    """
+    if not saver.caches.max_bytes:
+        return saver.load_blob(key, pieces)
+    # Keyed by the stored bytes, not the version: a deleted thread written
+    # again may reuse version strings, and its values must not be confused.
+    cache_key = seed_key(key, pieces)
+    cached = saver.seed_cache.lookup(cache_key)
+    note_cache("seed", hit=cached is not MISSING)
+    if cached is MISSING:
+        cached = saver.load_blob(key, pieces)
+        items = cached.value if isinstance(cached, _DeltaSnapshot) else cached
+        if not isinstance(items, list) or not saver.seed_cache.keep(cache_key, cached):
+            return cached
+    # the cached items outlive this call: what a caller edits, even inside
+    # a message, must not reach them
+    if isinstance(cached, _DeltaSnapshot):
+        return _DeltaSnapshot(copy_items(cached.value, containers=True))
+    return copy_items(cached, containers=True)
+
+
+def load_delta_write(saver: SaverState, thread_id: str, ns: str, row: Row) -> Any:
+    """A write on a DeltaChannel's path, decoded once per process while it is cached.
+
+    Rebuilding a channel replays every write since its snapshot, and the
+    next rebuild of the same thread (the next turn, `get_state`) replays
+    most of them again. Values that `copy_items` can copy whole (messages,
+    lists, dicts, plain values), stored in at most 64 KiB, are kept within
+    the saver's `cache_bytes`, keyed by the row and a digest of its bytes;
+    each caller gets its own copy.
+    """
+    cache_key = write_key(thread_id, ns, row) if saver.caches.max_bytes else None
+    cached = MISSING if cache_key is None else saver.write_cache.lookup(cache_key)
+    note_cache("write", hit=cached is not MISSING)
+    if cached is MISSING:
+        aad = binding("write", thread_id, ns, row["checkpoint_id"], row["task_id"], row["idx"])
+        cached = saver.load_value(row["type"], row["blob"], aad, (row["channel"], row["task_path"]))
+        if (
+            cache_key is None
+            or not copies_whole(cached)
+            or not saver.write_cache.keep(cache_key, cached)
+        ):
+            return cached
+    return copy_containers(cached)
 
 
 def _checked_write(thread_id: str, ns: str, row: Row) -> tuple[str, ...]:

@@ -1,8 +1,9 @@
 """Reading checkpoints: `get_tuple` and `list`, and decoding their rows.
 
 Example:
-    >>> from pgcheckpoint.core import SaverCore
-    >>> next(SaverCore().get_tuple_op({"configurable": {"thread_id": "t1"}})).name
+    >>> from pgcheckpoint.core.reads import get_tuple_op
+    >>> from pgcheckpoint.core.state import SaverState
+    >>> next(get_tuple_op(SaverState(), {"configurable": {"thread_id": "t1"}})).name
     'get_latest_checkpoint'
 """
 
@@ -20,304 +21,301 @@ from langgraph.checkpoint.base import (
 )
 from psycopg.types.json import Jsonb
 
+from ..codec.binding import as_sealer, binding
+from ..codec.metadata import STRUCTURAL_KEYS, json_projection, metadata_matches
 from ..errors import InvalidInputError
-from ..fastcopy import copy_items
-from ..ops import MAX_CHAIN_DEPTH, Op, Row, Stmt, checkpoint_keys, row_key
-from ..validate import (
-    STRUCTURAL_KEYS,
-    check_count,
-    check_id,
-    configurable,
-    json_projection,
-    metadata_matches,
-    thread_of,
-)
-from ..values import as_sealer, binding
-from .base import CoreBase
+from ..ops import Op, Row, Stmt
+from ..validate import check_count, check_id, configurable, thread_of
+from .fastcopy import copy_items
+from .rows import MAX_CHAIN_DEPTH, checkpoint_keys, row_key
+from .state import SaverState
 
 __all__ = [
     "ListingMemo",
     "Piece",
-    "Reads",
     "checkpoint_tuple",
+    "decode_listed",
+    "get_tuple_op",
+    "list_op",
+    "listed_values_op",
+    "load_tuple",
     "pending_write_rows",
     "stored_pieces",
+    "stored_values_op",
 ]
 
 
-class Reads(CoreBase):
-    """The read operations of `SaverCore`.
+def get_tuple_op(saver: SaverState, config: RunnableConfig) -> Op[CheckpointTuple | None]:
+    """Load the checkpoint a config names, or the thread's latest."""
+    thread_id, checkpoint_ns = thread_of(config)
+    checkpoint_id = get_checkpoint_id(config)
+    params = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
+    # an encrypting saver reads the columns it checks against the seal too
+    sealed = as_sealer(saver.serde) is not None
+    if checkpoint_id:
+        params["checkpoint_id"] = check_id("checkpoint_id", checkpoint_id)
+        rows = yield Stmt(
+            "get_checkpoint_by_id_sealed" if sealed else "get_checkpoint_by_id",
+            params,
+            fetch=True,
+        )
+    else:
+        rows = yield Stmt(
+            "get_latest_checkpoint_sealed" if sealed else "get_latest_checkpoint",
+            params,
+            fetch=True,
+        )
+    return load_tuple(saver, rows[0]) if rows else None
 
-    Example:
-        >>> from pgcheckpoint.core import SaverCore
-        >>> next(SaverCore().list_op(None, limit=1)).name
-        'list_checkpoints'
+
+def list_op(
+    saver: SaverState,
+    config: RunnableConfig | None,
+    *,
+    filter: Mapping[str, Any] | None = None,
+    before: RunnableConfig | None = None,
+    limit: int | None = None,
+) -> Op[tuple[list[Row], Mapping[str, Any] | None]]:
+    """Select the rows `list` yields, newest first.
+
+    Returns the rows and, when the filter could not be expressed exactly in
+    JSONB, the filter to re-check on each decoded tuple. With encryption on,
+    a filter is checked here against each row's sealed metadata, and pages
+    grow until `limit` rows match (`sealed_matches_op`).
     """
+    conf = configurable(config)
+    thread_id = conf.get("thread_id")
+    ns = conf.get("checkpoint_ns")
+    checkpoint_id = conf.get("checkpoint_id")
+    before_id = get_checkpoint_id(before) if before else None
+    if limit is not None:
+        limit = check_count("limit", limit, maximum=None)
+    if filter is not None and not isinstance(filter, Mapping):
+        raise InvalidInputError(f"filter must be a dict, not {type(filter).__name__}")
+    readable = getattr(saver.serde, "filterable_metadata", None)
+    if filter and readable is not None:
+        # A key kept only in the encrypted copy would silently match nothing.
+        hidden = [k for k in filter if k not in readable and k not in STRUCTURAL_KEYS]
+        if hidden:
+            raise InvalidInputError(
+                f"cannot filter on metadata key {hidden[0]!r}: it is stored encrypted; "
+                f"list it in EncryptedSerde(filterable_metadata=...) (now "
+                f"{tuple(readable)!r}) to keep it readable in new checkpoints"
+            )
+    projection, lossy = json_projection(dict(filter)) if filter else (None, False)
+    params = {
+        "thread_id": None if thread_id is None else check_id("thread_id", thread_id),
+        "checkpoint_ns": None if ns is None else check_id("checkpoint_ns", ns),
+        "checkpoint_id": None
+        if checkpoint_id is None
+        else check_id("checkpoint_id", checkpoint_id),
+        "before": None if before_id is None else check_id("checkpoint_id", before_id),
+        "filter": None if projection is None else Jsonb(projection),
+        # a limit past what a bigint holds is no limit at all
+        "limit": None if lossy or (limit is not None and limit >= 2**63) else limit,
+    }
+    sealed = as_sealer(saver.serde) is not None
+    if params["thread_id"] is None:
+        stmt = Stmt("list_checkpoints_sealed" if sealed else "list_checkpoints", params, True)
+    elif params["checkpoint_ns"] is None:
+        stmt = Stmt(
+            "list_thread_every_namespace_sealed" if sealed else "list_thread_every_namespace",
+            params,
+            True,
+        )
+    else:
+        stmt = Stmt(
+            "list_thread_checkpoints_sealed" if sealed else "list_thread_checkpoints",
+            params,
+            True,
+        )
+    rows = yield stmt
+    if rows:
+        rows = yield from listed_values_op(saver, rows)
+    if filter and sealed:
+        rows = yield from sealed_matches_op(saver, stmt, rows, filter, lossy, limit)
+        return rows, None
+    return rows, (filter if lossy else None)
 
-    def get_tuple_op(self, config: RunnableConfig) -> Op[CheckpointTuple | None]:
-        """Load the checkpoint a config names, or the thread's latest."""
-        thread_id, checkpoint_ns = thread_of(config)
-        checkpoint_id = get_checkpoint_id(config)
-        params = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
-        # an encrypting saver reads the columns it checks against the seal too
-        sealed = as_sealer(self.serde) is not None
-        if checkpoint_id:
-            params["checkpoint_id"] = check_id("checkpoint_id", checkpoint_id)
-            rows = yield Stmt(
-                "get_checkpoint_by_id_sealed" if sealed else "get_checkpoint_by_id",
-                params,
-                fetch=True,
-            )
-        else:
-            rows = yield Stmt(
-                "get_latest_checkpoint_sealed" if sealed else "get_latest_checkpoint",
-                params,
-                fetch=True,
-            )
-        return self.load_tuple(rows[0]) if rows else None
 
-    def list_op(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: Mapping[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> Op[tuple[list[Row], Mapping[str, Any] | None]]:
-        """Select the rows `list` yields, newest first.
+def sealed_matches_op(
+    saver: SaverState,
+    stmt: Stmt,
+    rows: list[Row],
+    filter: Mapping[str, Any],
+    lossy: bool,
+    limit: int | None,
+) -> Op[list[Row]]:
+    """The listed rows whose sealed metadata matches `filter`, up to `limit` of them.
 
-        Returns the rows and, when the filter could not be expressed exactly in
-        JSONB, the filter to re-check on each decoded tuple. With encryption on,
-        a filter is checked here against each row's sealed metadata, and pages
-        grow until `limit` rows match (`sealed_matches_op`).
-        """
-        conf = configurable(config)
-        thread_id = conf.get("thread_id")
-        ns = conf.get("checkpoint_ns")
-        checkpoint_id = conf.get("checkpoint_id")
-        before_id = get_checkpoint_id(before) if before else None
-        if limit is not None:
-            limit = check_count("limit", limit, maximum=None)
-        if filter is not None and not isinstance(filter, Mapping):
-            raise InvalidInputError(f"filter must be a dict, not {type(filter).__name__}")
-        readable = getattr(self.serde, "filterable_metadata", None)
-        if filter and readable is not None:
-            # A key kept only in the encrypted copy would silently match nothing.
-            hidden = [k for k in filter if k not in readable and k not in STRUCTURAL_KEYS]
-            if hidden:
-                raise InvalidInputError(
-                    f"cannot filter on metadata key {hidden[0]!r}: it is stored encrypted; "
-                    f"list it in EncryptedSerde(filterable_metadata=...) (now "
-                    f"{tuple(readable)!r}) to keep it readable in new checkpoints"
-                )
-        projection, lossy = json_projection(dict(filter)) if filter else (None, False)
-        params = {
-            "thread_id": None if thread_id is None else check_id("thread_id", thread_id),
-            "checkpoint_ns": None if ns is None else check_id("checkpoint_ns", ns),
-            "checkpoint_id": None
-            if checkpoint_id is None
-            else check_id("checkpoint_id", checkpoint_id),
-            "before": None if before_id is None else check_id("checkpoint_id", before_id),
-            "filter": None if projection is None else Jsonb(projection),
-            # a limit past what a bigint holds is no limit at all
-            "limit": None if lossy or (limit is not None and limit >= 2**63) else limit,
-        }
-        sealed = as_sealer(self.serde) is not None
-        if params["thread_id"] is None:
-            stmt = Stmt("list_checkpoints_sealed" if sealed else "list_checkpoints", params, True)
-        elif params["checkpoint_ns"] is None:
-            stmt = Stmt(
-                "list_thread_every_namespace_sealed" if sealed else "list_thread_every_namespace",
-                params,
-                True,
-            )
-        else:
-            stmt = Stmt(
-                "list_thread_checkpoints_sealed" if sealed else "list_thread_checkpoints",
-                params,
-                True,
-            )
+    The readable metadata column chose the rows; each row's metadata is
+    decrypted (and that column checked against it, for rows sealed in row
+    format 2), and a row whose metadata does not match is left out. When
+    that leaves fewer than `limit`, the page is read again, twice as long.
+    """
+    wanted = json_projection(dict(filter))[0]
+    while True:
+        matched = []
+        for row in rows:
+            metadata = row["_metadata"] = saver.open_metadata(row)
+            if lossy:
+                ok = metadata_matches(metadata, filter)
+            else:
+                ok = metadata_matches(json_projection(metadata)[0], wanted)
+            if ok:
+                matched.append(row)
+                if limit is not None and len(matched) >= limit:
+                    return matched
+        page = stmt.params["limit"]
+        if page is None or len(rows) < page:
+            return matched
+        stmt = Stmt(stmt.name, {**stmt.params, "limit": page * 2}, fetch=True)
         rows = yield stmt
         if rows:
-            rows = yield from self.listed_values_op(rows)
-        if filter and sealed:
-            rows = yield from self.sealed_matches_op(stmt, rows, filter, lossy, limit)
-            return rows, None
-        return rows, (filter if lossy else None)
+            rows = yield from listed_values_op(saver, rows)
 
-    def sealed_matches_op(
-        self,
-        stmt: Stmt,
-        rows: list[Row],
-        filter: Mapping[str, Any],
-        lossy: bool,
-        limit: int | None,
-    ) -> Op[list[Row]]:
-        """The listed rows whose sealed metadata matches `filter`, up to `limit` of them.
 
-        The readable metadata column chose the rows; each row's metadata is
-        decrypted (and that column checked against it, for rows sealed in row
-        format 2), and a row whose metadata does not match is left out. When
-        that leaves fewer than `limit`, the page is read again, twice as long.
-        """
-        wanted = json_projection(dict(filter))[0]
-        while True:
-            matched = []
-            for row in rows:
-                metadata = row["_metadata"] = self.open_metadata(row)
-                if lossy:
-                    ok = metadata_matches(metadata, filter)
-                else:
-                    ok = metadata_matches(json_projection(metadata)[0], wanted)
-                if ok:
-                    matched.append(row)
-                    if limit is not None and len(matched) >= limit:
-                        return matched
-            page = stmt.params["limit"]
-            if page is None or len(rows) < page:
-                return matched
-            stmt = Stmt(stmt.name, {**stmt.params, "limit": page * 2}, fetch=True)
-            rows = yield stmt
-            if rows:
-                rows = yield from self.listed_values_op(rows)
+def listed_values_op(saver: SaverState, rows: list[Row]) -> Op[list[Row]]:
+    """Give listed rows their stored values, fetched once for the page.
 
-    def listed_values_op(self, rows: list[Row]) -> Op[list[Row]]:
-        """Give listed rows their stored values, fetched once for the page.
+    Returns the rows whose checkpoints still exist, each with the `blob_*`
+    columns of `checkpoint_tuple_from`: per channel its pieces, the full
+    value first, then the deltas on it.
+    """
+    found = yield from stored_values_op(saver, checkpoint_keys(rows))
+    pieces: dict[tuple[str, str, str, str], Row] = {}
+    alive: set[tuple[str, str, str]] = set()
+    for piece in found:
+        if piece["kind"] == "c":
+            alive.add(row_key(piece))
+        else:
+            thread_id, ns = piece["thread_id"], piece["checkpoint_ns"]
+            pieces[(thread_id, ns, piece["channel"], piece["version"])] = piece
+    kept = []
+    for row in rows:
+        if row_key(row) not in alive:
+            continue
+        columns: dict[str, list[Any]] = {
+            "blob_channels": [],
+            "blob_versions": [],
+            "blob_bases": [],
+            "blob_types": [],
+            "blob_values": [],
+        }
+        for channel in sorted(row["channel_versions"] or {}):
+            chain: list[Row] = []
+            # str: rows imported from the official saver's oldest schema have ints
+            at: str | None = str(row["channel_versions"][channel])
+            while at is not None and len(chain) <= MAX_CHAIN_DEPTH:
+                found_piece = pieces.get((row["thread_id"], row["checkpoint_ns"], channel, at))
+                if found_piece is None:
+                    break
+                chain.append(found_piece)
+                at = found_piece["base_version"]
+            for piece in reversed(chain):
+                columns["blob_channels"].append(channel)
+                columns["blob_versions"].append(piece["version"])
+                columns["blob_bases"].append(piece["base_version"])
+                columns["blob_types"].append(piece["type"])
+                columns["blob_values"].append(piece["blob"])
+        row.update(columns)
+        kept.append(row)
+    return kept
 
-        Returns the rows whose checkpoints still exist, each with the `blob_*`
-        columns of `checkpoint_tuple_from`: per channel its pieces, the full
-        value first, then the deltas on it.
-        """
-        found = yield from self.stored_values_op(checkpoint_keys(rows))
-        pieces: dict[tuple[str, str, str, str], Row] = {}
-        alive: set[tuple[str, str, str]] = set()
-        for piece in found:
-            if piece["kind"] == "c":
-                alive.add(row_key(piece))
-            else:
-                thread_id, ns = piece["thread_id"], piece["checkpoint_ns"]
-                pieces[(thread_id, ns, piece["channel"], piece["version"])] = piece
-        kept = []
-        for row in rows:
-            if row_key(row) not in alive:
-                continue
-            columns: dict[str, list[Any]] = {
-                "blob_channels": [],
-                "blob_versions": [],
-                "blob_bases": [],
-                "blob_types": [],
-                "blob_values": [],
-            }
-            for channel in sorted(row["channel_versions"] or {}):
-                chain: list[Row] = []
-                # str: rows imported from the official saver's oldest schema have ints
-                at: str | None = str(row["channel_versions"][channel])
-                while at is not None and len(chain) <= MAX_CHAIN_DEPTH:
-                    found_piece = pieces.get((row["thread_id"], row["checkpoint_ns"], channel, at))
-                    if found_piece is None:
-                        break
-                    chain.append(found_piece)
-                    at = found_piece["base_version"]
-                for piece in reversed(chain):
-                    columns["blob_channels"].append(channel)
-                    columns["blob_versions"].append(piece["version"])
-                    columns["blob_bases"].append(piece["base_version"])
-                    columns["blob_types"].append(piece["type"])
-                    columns["blob_values"].append(piece["blob"])
-            row.update(columns)
-            kept.append(row)
-        return kept
 
-    def stored_values_op(self, keys: dict[str, Any]) -> Op[list[Row]]:
-        """The stored values of some checkpoints (`checkpoint_keys`), each piece once."""
-        rows = yield Stmt("listed_values", keys, fetch=True)
-        return rows
+def stored_values_op(saver: SaverState, keys: dict[str, Any]) -> Op[list[Row]]:
+    """The stored values of some checkpoints (`checkpoint_keys`), each piece once."""
+    rows = yield Stmt("listed_values", keys, fetch=True)
+    return rows
 
-    def load_tuple(self, row: Row, memo: ListingMemo | None = None) -> CheckpointTuple:
-        """Decode one row of `checkpoint_tuple_from` into a `CheckpointTuple`.
 
-        `memo` lets the rows of one `list` call share the decoding of list pieces.
-        """
-        thread_id, ns, checkpoint_id = row_key(row)
-        pieces = stored_pieces(row)
-        stored = [ch for ch, chain in pieces.items() if chain[-1][1] != "empty"]
-        record, parent = self.open_record(row, stored)
-        values = dict(record.get("channel_values") or {})
-        for channel in stored:
-            chain = pieces[channel]
-            key = (thread_id, ns, channel)
-            if memo is None:
-                values[channel] = self.load_channel_value(key, chain)
-            else:
-                values[channel] = self.load_listed_value(key, chain, memo)
-        record["channel_values"] = values
-        record["channel_versions"] = dict(row["channel_versions"] or {})
-        pending = [
-            (
-                task_id,
-                channel,
-                self.load_value(
-                    type_,
-                    data,
-                    binding("write", thread_id, ns, checkpoint_id, task_id, idx),
-                    (channel, path),
-                ),
-            )
-            for task_id, idx, channel, path, type_, data in pending_write_rows(row)
-        ]
-        metadata = row["_metadata"] if "_metadata" in row else self.open_metadata(row)
-        return checkpoint_tuple(row_key(row), record, metadata, parent, pending)
+def load_tuple(saver: SaverState, row: Row, memo: ListingMemo | None = None) -> CheckpointTuple:
+    """Decode one row of `checkpoint_tuple_from` into a `CheckpointTuple`.
 
-    def load_listed_value(
-        self,
-        key: tuple[str, str, str],
-        pieces: Sequence[tuple[str, str, bytes, str | None]],
-        memo: ListingMemo,
-    ) -> Any:
-        """A channel's value in a listing: a list's pieces looked up once per memo,
-        anything else as `load_blob` decodes it.
+    `memo` lets the rows of one `list` call share the decoding of list pieces.
+    """
+    thread_id, ns, checkpoint_id = row_key(row)
+    pieces = stored_pieces(row)
+    stored = [ch for ch, chain in pieces.items() if chain[-1][1] != "empty"]
+    record, parent = saver.open_record(row, stored)
+    values = dict(record.get("channel_values") or {})
+    for channel in stored:
+        chain = pieces[channel]
+        key = (thread_id, ns, channel)
+        if memo is None:
+            values[channel] = saver.load_channel_value(key, chain)
+        else:
+            values[channel] = load_listed_value(saver, key, chain, memo)
+    record["channel_values"] = values
+    record["channel_versions"] = dict(row["channel_versions"] or {})
+    pending = [
+        (
+            task_id,
+            channel,
+            saver.load_value(
+                type_,
+                data,
+                binding("write", thread_id, ns, checkpoint_id, task_id, idx),
+                (channel, path),
+            ),
+        )
+        for task_id, idx, channel, path, type_, data in pending_write_rows(row)
+    ]
+    metadata = row["_metadata"] if "_metadata" in row else saver.open_metadata(row)
+    return checkpoint_tuple(row_key(row), record, metadata, parent, pending)
 
-        A piece `piece_cache` keeps is copied once for the listing. Each
-        checkpoint gets its own list of items: shallow copies, but for the last
-        checkpoint to use a piece, so no two returned values share an item.
-        """
-        thread_id, ns, channel = key
-        self.check_sealed_chain(key, pieces)
-        decoded_pieces: list[tuple[tuple[str, str, str, str], list[Any]]] = []
-        for i, piece in enumerate(pieces):
-            memo_key = (thread_id, ns, channel, piece[0])
-            decoded = memo.decoded.get(memo_key)
-            if decoded is None:
-                items, kept, raw = self.list_piece(key, piece)
-                if items is None:
-                    return self.load_blob(key, pieces, None if raw is None else {i: raw})
-                # the kept items stay piece_cache's: this listing shares one copy
-                decoded = copy_items(items, containers=True) if kept else items
-                memo.decoded[memo_key] = decoded
-            decoded_pieces.append((memo_key, decoded))
-        items_out: list[Any] = []
-        for memo_key, decoded in decoded_pieces:
-            if memo.release(memo_key):
-                items_out.extend(decoded)  # no later checkpoint uses this piece
-            else:
-                items_out.extend(copy_items(decoded))
-        return items_out
 
-    def decode_listed(
-        self, rows: Iterable[Row], recheck: Mapping[str, Any] | None, limit: int | None
-    ) -> Generator[CheckpointTuple, None, None]:
-        """Decode listed rows lazily, applying a filter JSONB could not hold."""
-        count = 0
-        rows = list(rows)
-        memo = ListingMemo.of(rows)
-        for row in rows:
-            if limit is not None and count >= limit:
-                return
-            tup = self.load_tuple(row, memo)
-            if recheck is not None and not metadata_matches(tup.metadata, recheck):
-                continue
-            count += 1
-            yield tup
+def load_listed_value(
+    saver: SaverState,
+    key: tuple[str, str, str],
+    pieces: Sequence[tuple[str, str, bytes, str | None]],
+    memo: ListingMemo,
+) -> Any:
+    """A channel's value in a listing: a list's pieces looked up once per memo,
+    anything else as `load_blob` decodes it.
+
+    A piece `piece_cache` keeps is copied once for the listing. Each
+    checkpoint gets its own list of items: shallow copies, but for the last
+    checkpoint to use a piece, so no two returned values share an item.
+    """
+    thread_id, ns, channel = key
+    saver.check_sealed_chain(key, pieces)
+    decoded_pieces: list[tuple[tuple[str, str, str, str], list[Any]]] = []
+    for i, piece in enumerate(pieces):
+        memo_key = (thread_id, ns, channel, piece[0])
+        decoded = memo.decoded.get(memo_key)
+        if decoded is None:
+            items, kept, raw = saver.list_piece(key, piece)
+            if items is None:
+                return saver.load_blob(key, pieces, None if raw is None else {i: raw})
+            # the kept items stay piece_cache's: this listing shares one copy
+            decoded = copy_items(items, containers=True) if kept else items
+            memo.decoded[memo_key] = decoded
+        decoded_pieces.append((memo_key, decoded))
+    items_out: list[Any] = []
+    for memo_key, decoded in decoded_pieces:
+        if memo.release(memo_key):
+            items_out.extend(decoded)  # no later checkpoint uses this piece
+        else:
+            items_out.extend(copy_items(decoded))
+    return items_out
+
+
+def decode_listed(
+    saver: SaverState, rows: Iterable[Row], recheck: Mapping[str, Any] | None, limit: int | None
+) -> Generator[CheckpointTuple, None, None]:
+    """Decode listed rows lazily, applying a filter JSONB could not hold."""
+    count = 0
+    rows = list(rows)
+    memo = ListingMemo.of(rows)
+    for row in rows:
+        if limit is not None and count >= limit:
+            return
+        tup = load_tuple(saver, row, memo)
+        if recheck is not None and not metadata_matches(tup.metadata, recheck):
+            continue
+        count += 1
+        yield tup
 
 
 # A stored value's piece: (version, type, bytes, delta base).

@@ -38,13 +38,13 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.types import TASKS
 from psycopg import DataError
 
-from ..core import SaverCore
-from ..core.maintenance import COPIED_BLOB_COLUMNS, COPIED_CHECKPOINT_COLUMNS, COPIED_WRITE_COLUMNS
+from ..codec.binding import Columns, as_sealer, binding
+from ..codec.integrity import add_structure, projection_keys
+from ..core.copies import COPIED_BLOB_COLUMNS, COPIED_CHECKPOINT_COLUMNS, COPIED_WRITE_COLUMNS
+from ..core.state import SaverState
 from ..errors import InvalidInputError, PgCheckpointError
-from ..integrity import add_structure, projection_keys
 from ..ops import On, Op, Stmt, Sweep
 from ..validate import check_count, check_id
-from ..values import Columns, as_sealer, binding
 
 __all__ = ["ImportStats", "LangGraphImporter", "SourceSchemaError", "import_sweep"]
 
@@ -106,7 +106,7 @@ class LangGraphImporter:
     """Turns rows of the official saver's tables into pgcheckpoint's rows.
 
     Args:
-        core: The pgcheckpoint saver (or a bare `SaverCore`) whose serializer,
+        core: The pgcheckpoint saver (or a bare `SaverState`) whose serializer,
             compression and encryption the copied values get.
         source_serde: The serializer the official saver was configured with,
             when it differs from `core`'s; values are then decoded and
@@ -114,14 +114,14 @@ class LangGraphImporter:
         batch_size: Checkpoints per page (per statement and transaction).
 
     Example:
-        >>> importer = LangGraphImporter(SaverCore(), batch_size=50)
+        >>> importer = LangGraphImporter(SaverState(), batch_size=50)
         >>> importer.batch_size
         50
     """
 
     def __init__(
         self,
-        core: SaverCore,
+        core: SaverState,
         *,
         source_serde: SerializerProtocol | None = None,
         batch_size: int = 200,
@@ -242,9 +242,7 @@ class LangGraphImporter:
         present = {(r["checkpoint_ns"], r["checkpoint_id"]) for r in rows}
         after: tuple[str, str] | None = None
         while True:
-            page, params, skipped = yield On(
-                source, self.source_page_op(thread_id, after, present)
-            )
+            page, params, skipped = yield On(source, self.source_page_op(thread_id, after, present))
             if not page:
                 return stats
             stats.threads = 1
@@ -279,7 +277,7 @@ class LangGraphImporter:
                 in `writes_sort_key` order.
 
         Example:
-            >>> params = LangGraphImporter(SaverCore()).page_params("t1", [], [], [])
+            >>> params = LangGraphImporter(SaverState()).page_params("t1", [], [], [])
             >>> params["checkpoint_id"], params["write_blob"]
             ([], [])
         """
@@ -342,9 +340,7 @@ class LangGraphImporter:
         extra: list[dict[str, Any]] = []
         parent_sends = sends_by_parent.get((ns, parent_id or ""))
         if _needs_sends_migrated(source) and parent_sends:
-            version = (
-                max(versions.values()) if versions else self.core.get_next_version(None, None)
-            )
+            version = max(versions.values()) if versions else self.core.get_next_version(None, None)
             versions[TASKS] = version
             value = [self._load(type_, data) for type_, data in parent_sends]
             aad = binding("blob", thread_id, ns, TASKS, str(version))
@@ -406,7 +402,7 @@ class LangGraphImporter:
         """One row of `checkpoint_blobs` as pgcheckpoint stores it.
 
         Example:
-            >>> row = LangGraphImporter(SaverCore()).blob_row(
+            >>> row = LangGraphImporter(SaverState()).blob_row(
             ...     "t1", {"checkpoint_ns": "", "channel": "c", "version": "1",
             ...            "type": "empty", "blob": None})
             >>> row["type"], row["blob"]
@@ -453,9 +449,7 @@ class LangGraphImporter:
             "blob": data,
         }
 
-    def _repack(
-        self, type_: str, data: bytes, aad: bytes, columns: Columns
-    ) -> tuple[str, bytes]:
+    def _repack(self, type_: str, data: bytes, aad: bytes, columns: Columns) -> tuple[str, bytes]:
         if self.source_serde is None:
             return self.core.pack_value(type_, bytes(data), aad, columns)
         return self.core.dump_value(self.source_serde.loads_typed((type_, data)), aad, columns)

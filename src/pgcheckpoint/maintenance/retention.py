@@ -11,7 +11,7 @@ one short transaction, so an interrupted sweep leaves every thread whole or
 gone, never half deleted:
 
 1. It tries each thread's maintenance lock (the advisory lock every delete
-   takes, and saves take shared: `pgcheckpoint.locking.maintenance_lock_key`)
+   takes, and saves take shared: `pgcheckpoint.maintenance_lock_key`)
    and its run lock (`lock_thread`), without waiting: a thread another sweep,
    a delete, a save in flight or a guarded run holds is skipped and reported,
    so two sweeps at once neither wait for each other nor deadlock, and no
@@ -52,17 +52,19 @@ from typing import Any
 from psycopg import DataError
 from psycopg.errors import DeadlockDetected, ForeignKeyViolation, LockNotAvailable
 
-from ..core import SaverCore
-from ..core.maintenance import check_prune_strategy
+from ..core.deletes import check_prune_strategy, needed_for_op, with_hanging_op
+from ..core.locks import maintenance_lock_key, thread_lock_key
+from ..core.rows import checkpoint_keys, row_key
+from ..core.state import SaverState
 from ..errors import InvalidInputError
-from ..locking import maintenance_lock_key, thread_lock_key
-from ..ops import Op, Row, Stmt, Sweep, checkpoint_keys, row_key
-from ..telemetry import logger
+from ..ops import Op, Row, Stmt, Sweep
+from ..telemetry.activity import logger
 from ..validate import check_count
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
     "PruneReport",
+    "SweepLimits",
     "keep_last_sweep",
     "older_than_sweep",
 ]
@@ -142,17 +144,58 @@ class _Changed(Exception):
         self.thread_ids = list(thread_ids)
 
 
+@dataclass(frozen=True)
+class SweepLimits:
+    """How a retention sweep goes: its batches, where it stops, and what it reports.
+
+    Attributes:
+        batch_size: Threads per transaction.
+        max_threads: Stop after looking at this many threads.
+        max_seconds: Start no new batch after this many seconds.
+        dry_run: Count what would go; change nothing.
+        progress: Called with the report so far after each batch (and once
+            before the first, with `total` counted).
+
+    Example:
+        >>> SweepLimits(batch_size=50).batch_size
+        50
+    """
+
+    batch_size: int = DEFAULT_BATCH_SIZE
+    max_threads: int | None = None
+    max_seconds: float | None = None
+    dry_run: bool = False
+    progress: Progress | None = None
+
+    def __post_init__(self) -> None:
+        batch_size, max_threads, max_seconds = self.batch_size, self.max_threads, self.max_seconds
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise InvalidInputError(f"batch_size must be a positive int, not {batch_size!r}")
+        check_count("batch_size", batch_size, minimum=1)
+        if max_threads is not None and (
+            isinstance(max_threads, bool) or not isinstance(max_threads, int) or max_threads < 1
+        ):
+            raise InvalidInputError(
+                f"max_threads must be a positive int or None, not {max_threads!r}"
+            )
+        if max_threads is not None:
+            check_count("max_threads", max_threads, minimum=1)
+        if max_seconds is not None and (
+            isinstance(max_seconds, bool)
+            or not isinstance(max_seconds, int | float)
+            or not max_seconds > 0  # NaN too
+        ):
+            raise InvalidInputError(
+                f"max_seconds must be a positive number or None, not {max_seconds!r}"
+            )
+
+
 def older_than_sweep(
-    core: SaverCore,
+    core: SaverState,
     older_than: timedelta,
     *,
     strategy: str = "delete",
-    schema: str = "public",
-    batch_size: int = DEFAULT_BATCH_SIZE,
-    max_threads: int | None = None,
-    max_seconds: float | None = None,
-    dry_run: bool = False,
-    progress: Progress | None = None,
+    limits: SweepLimits | None = None,
 ) -> Sweep[PruneReport]:
     """Sweep the threads whose newest checkpoint (any namespace) is older than `older_than`.
 
@@ -160,7 +203,7 @@ def older_than_sweep(
     checkpoint per namespace, and what it needs to be rebuilt.
 
     Example:
-        >>> sweep = older_than_sweep(SaverCore(), timedelta(days=30))
+        >>> sweep = older_than_sweep(SaverState(), timedelta(days=30))
         >>> next(sweep).send(None).name
         'retention_cutoff'
     """
@@ -168,27 +211,11 @@ def older_than_sweep(
         raise InvalidInputError(f"older_than must be a positive timedelta, not {older_than!r}")
     check_prune_strategy(strategy, "retention")
     keep = None if strategy == "delete" else 1
-    return _sweep(
-        core,
-        older_than=older_than,
-        keep=keep,
-        schema=schema,
-        limits=_limits(batch_size, max_threads, max_seconds),
-        dry_run=dry_run,
-        progress=progress,
-    )
+    return _sweep(core, older_than=older_than, keep=keep, limits=limits or SweepLimits())
 
 
 def keep_last_sweep(
-    core: SaverCore,
-    keep: int,
-    *,
-    schema: str = "public",
-    batch_size: int = DEFAULT_BATCH_SIZE,
-    max_threads: int | None = None,
-    max_seconds: float | None = None,
-    dry_run: bool = False,
-    progress: Progress | None = None,
+    core: SaverState, keep: int, *, limits: SweepLimits | None = None
 ) -> Sweep[PruneReport]:
     """Sweep every thread: keep its newest `keep` checkpoints per namespace, whatever their age.
 
@@ -196,63 +223,25 @@ def keep_last_sweep(
     history) stay too.
 
     Example:
-        >>> sweep = keep_last_sweep(SaverCore(), 10)
+        >>> sweep = keep_last_sweep(SaverState(), 10)
         >>> next(sweep).send(None).name
         'retention_candidates'
     """
     if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
         raise InvalidInputError(f"keep must be a positive int, not {keep!r}")
     check_count("keep", keep, minimum=1)
-    return _sweep(
-        core,
-        older_than=None,
-        keep=keep,
-        schema=schema,
-        limits=_limits(batch_size, max_threads, max_seconds),
-        dry_run=dry_run,
-        progress=progress,
-    )
-
-
-@dataclass(frozen=True)
-class _Limits:
-    batch_size: int
-    max_threads: int | None
-    max_seconds: float | None
-
-
-def _limits(batch_size: int, max_threads: int | None, max_seconds: float | None) -> _Limits:
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise InvalidInputError(f"batch_size must be a positive int, not {batch_size!r}")
-    check_count("batch_size", batch_size, minimum=1)
-    if max_threads is not None and (
-        isinstance(max_threads, bool) or not isinstance(max_threads, int) or max_threads < 1
-    ):
-        raise InvalidInputError(f"max_threads must be a positive int or None, not {max_threads!r}")
-    if max_threads is not None:
-        check_count("max_threads", max_threads, minimum=1)
-    if max_seconds is not None and (
-        isinstance(max_seconds, bool)
-        or not isinstance(max_seconds, int | float)
-        or not max_seconds > 0  # NaN too
-    ):
-        raise InvalidInputError(
-            f"max_seconds must be a positive number or None, not {max_seconds!r}"
-        )
-    return _Limits(batch_size, max_threads, max_seconds)
+    return _sweep(core, older_than=None, keep=keep, limits=limits or SweepLimits())
 
 
 def _sweep(
-    core: SaverCore,
+    core: SaverState,
     *,
     older_than: timedelta | None,
     keep: int | None,
-    schema: str,
-    limits: _Limits,
-    dry_run: bool,
-    progress: Progress | None,
+    limits: SweepLimits,
     clock: Callable[[], float] = time.monotonic,
 ) -> Sweep[PruneReport]:
+    schema, dry_run, progress = core.schema, limits.dry_run, limits.progress
     started = clock()
     report = PruneReport(dry_run=dry_run)
     cutoff: datetime | None = None
@@ -372,9 +361,7 @@ def _lock_op(thread_ids: Sequence[str], schema: str) -> Op[list[str]]:
     return [r["thread_id"] for r in rows]
 
 
-def _held_op(
-    thread_ids: list[str], schema: str, dry_run: bool
-) -> Op[tuple[list[str], list[str]]]:
+def _held_op(thread_ids: list[str], schema: str, dry_run: bool) -> Op[tuple[list[str], list[str]]]:
     """The threads of a batch this sweep locked, and those another holds (skipped)."""
     if dry_run:
         return thread_ids, []
@@ -412,7 +399,7 @@ def _delete_batch_op(
 
 
 def _trim_batch_op(
-    core: SaverCore,
+    core: SaverState,
     thread_ids: list[str],
     cutoff: datetime | None,
     keep: int,
@@ -426,9 +413,9 @@ def _trim_batch_op(
     rows = yield Stmt(
         "retention_ranked_checkpoints", {"thread_ids": held, "cutoff": cutoff}, fetch=True
     )
-    needed = yield from core.needed_for_op(r for r in rows if r["rank"] <= keep)
+    needed = yield from needed_for_op(core, [r for r in rows if r["rank"] <= keep])
     doomed = [r for r in rows if r["rank"] > keep and row_key(r) not in needed]
-    doomed = yield from core.with_hanging_op(sorted({r["thread_id"] for r in rows}), doomed)
+    doomed = yield from with_hanging_op(core, sorted({r["thread_id"] for r in rows}), doomed)
     if not doomed:
         return {"skipped": skipped}
     measured = yield Stmt(

@@ -21,24 +21,21 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from psycopg import Connection
-from psycopg.rows import dict_row
-from psycopg_pool import ConnectionPool
-
-from ..core import SaverCore
-from ..crypto import LANGGRAPH_EAX_LABEL, PLAINTEXT_LABEL, EncryptedSerde, cipher_label
-from ..drivers import libpq_dsn
+from ..codec.binding import FORMAT_2, binding
+from ..codec.crypto import EncryptedSerde
+from ..codec.labels import LANGGRAPH_EAX_LABEL, PLAINTEXT_LABEL, cipher_label
+from ..codec.metadata import json_projection
+from ..core.reseal import reseal_blob, reseal_checkpoint, reseal_metadata, reseal_write
+from ..core.state import SaverState
 from ..errors import InvalidInputError
 from ..ops import Op, Row, Stmt, Sweep
-from ..validate import check_count, json_projection
-from ..values import FORMAT_2, binding
+from ..validate import check_count
 
-__all__ = ["VALUE_KINDS", "RotationReport", "rotate_key", "rotation_sweep"]
+__all__ = ["DEFAULT_BATCH_SIZE", "VALUE_KINDS", "Progress", "RotationReport", "rotation_sweep"]
 
 # The kinds of stored values, as `count_values_by_cipher` names them.
 VALUE_KINDS = ("checkpoints", "metadata", "blobs", "writes")
@@ -93,7 +90,7 @@ def value_counts_op() -> Op[dict[str, dict[str, int]]]:
     rows = yield Stmt("count_values_by_cipher", fetch=True)
     counts: dict[str, dict[str, int]] = {}
     for row in rows:
-        label = cipher_label(None if row["cipher"] is None else "+" + row["cipher"])
+        label = cipher_label(row["type"])
         per_kind = counts.setdefault(label, dict.fromkeys(VALUE_KINDS, 0))
         per_kind[row["kind"]] += int(row["n"])
     return counts
@@ -111,7 +108,7 @@ def not_active(counts: dict[str, dict[str, int]], active: str) -> dict[str, int]
 
 
 def rotate_page_op(
-    core: SaverCore, table: str, after: Row | None, limit: int
+    core: SaverState, table: str, after: Row | None, limit: int
 ) -> Op[tuple[int, int, Row | None]]:
     """Re-encrypt one page of `table` under the active key, in row format 2.
 
@@ -123,7 +120,7 @@ def rotate_page_op(
     sealed record first.
 
     Example:
-        >>> op = rotate_page_op(SaverCore(serde=serde), "blobs", None, 100)  # doctest: +SKIP
+        >>> op = rotate_page_op(SaverState(serde=serde), "blobs", None, 100)  # doctest: +SKIP
     """
     serde = core.serde
     if not isinstance(serde, EncryptedSerde):
@@ -160,13 +157,13 @@ def rotate_page_op(
             thread_id = row["thread_id"]
             type_, data, sealed_parent = row["type"], row["checkpoint"], row["sealed_parent_id"]
             if not current(type_):
-                type_, data, sealed_parent = core.reseal_checkpoint(
-                    row, thread_id, thread_id, row["stored_channels"]
+                type_, data, sealed_parent = reseal_checkpoint(
+                    core, row, thread_id, thread_id, row["stored_channels"]
                 )
             mtype, mdata, projection = row["metadata_type"], row["metadata_blob"], None
             if not current(mtype):
                 readable = _readable_metadata(core, row)
-                mtype, mdata = core.reseal_metadata(row, thread_id, thread_id, readable)
+                mtype, mdata = reseal_metadata(core, row, thread_id, thread_id, readable)
                 if readable is not None:
                     projection = json.dumps(readable, ensure_ascii=False)
             values = [row["type"], _digest(row["checkpoint"]), row["metadata_type"]]
@@ -177,14 +174,14 @@ def rotate_page_op(
             where = tuple(row[c] for c in key_columns)
             resealed[where] = int(type_ != row["type"]) + int(mtype != row["metadata_type"])
     else:
-        reseal = core.reseal_blob if table == "blobs" else core.reseal_write
+        reseal = reseal_blob if table == "blobs" else reseal_write
         if table == "blobs":
             columns = ("old_type", "old_digest", "old_base", "type", "blob")
         else:
             columns = ("old_type", "old_digest", "old_channel", "old_task_path", "type", "blob")
         update.update({c: [] for c in columns})
         for row in rows:
-            type_, data = reseal(row, row["thread_id"], row["thread_id"])
+            type_, data = reseal(core, row, row["thread_id"], row["thread_id"])
             values = [row["type"], _digest(row["blob"])]
             if table == "blobs":
                 values.append(row["base_version"])
@@ -200,7 +197,7 @@ def rotate_page_op(
     return done, len(rows) - len(updated), last
 
 
-def _readable_metadata(core: SaverCore, row: Row) -> dict[str, Any] | None:
+def _readable_metadata(core: SaverState, row: Row) -> dict[str, Any] | None:
     """The readable metadata column a row gets when its metadata is sealed anew.
 
     Rows sealed in row format 2 keep theirs (checked against the sealed
@@ -226,7 +223,7 @@ def _digest(data: bytes | None) -> bytes:
 
 
 def rotation_sweep(
-    core: SaverCore,
+    core: SaverState,
     *,
     batch_size: int = DEFAULT_BATCH_SIZE,
     dry_run: bool = False,
@@ -255,7 +252,7 @@ def rotation_sweep(
 
 
 def _rotate(
-    core: SaverCore,
+    core: SaverState,
     serde: EncryptedSerde,
     batch_size: int,
     dry_run: bool,
@@ -281,63 +278,4 @@ def _rotate(
             if after is None:
                 break
     report.remaining = not_active((yield value_counts_op()), serde.active)
-    return report
-
-
-@contextmanager
-def _saver(
-    conn: str | Connection[Any] | ConnectionPool[Any], serde: EncryptedSerde, schema: str
-) -> Iterator[Any]:
-    from ..saver import PostgresSaver
-
-    if isinstance(conn, str):
-        with Connection.connect(
-            libpq_dsn(conn), autocommit=True, prepare_threshold=0, row_factory=dict_row
-        ) as opened:
-            yield PostgresSaver(opened, serde=serde, schema=schema)
-    else:
-        yield PostgresSaver(conn, serde=serde, schema=schema)
-
-
-def rotate_key(
-    conn: str | Connection[Any] | ConnectionPool[Any],
-    serde: EncryptedSerde | None = None,
-    *,
-    schema: str = "public",
-    batch_size: int = DEFAULT_BATCH_SIZE,
-    dry_run: bool = False,
-    progress: Progress | None = None,
-) -> RotationReport:
-    """Re-encrypt every stored value under the active key, in batches.
-
-    Safe while the application runs: each row is rewritten only if it still
-    holds what was read. Interrupted, it resumes when called again. Once
-    `remaining` is empty, keys other than the active one can be removed.
-    Configure every writer with the new key first, or values they save under
-    an old key remain.
-
-    Args:
-        conn: A conninfo string, a psycopg `Connection` or a `ConnectionPool`.
-        serde: The keys: the active one encrypts, every other one decrypts
-            (default: `EncryptedSerde.from_env()`).
-        schema: The Postgres schema holding the tables.
-        batch_size: Rows read and rewritten per round trip.
-        dry_run: Only count the values per key id.
-        progress: Called with (values done, values to do) after each batch.
-
-    Raises:
-        DecryptionError: A value cannot be decrypted with the keys given
-            (nothing after it is rotated; the message names the row).
-
-    Example:
-        >>> serde = EncryptedSerde(keys={"k2": new_key, "k1": old_key})  # doctest: +SKIP
-        >>> rotate_key(DSN, serde).remaining  # doctest: +SKIP
-        {}
-    """
-    serde = EncryptedSerde.from_env() if serde is None else serde
-    if not isinstance(serde, EncryptedSerde):
-        raise InvalidInputError(f"rotate_key needs an EncryptedSerde, not {type(serde).__name__}")
-    with _saver(conn, serde, schema) as saver:
-        sweep = rotation_sweep(saver, batch_size=batch_size, dry_run=dry_run, progress=progress)
-        report: RotationReport = saver.run_each(sweep, name="rotate_key")
     return report

@@ -16,8 +16,8 @@ from typing import Any
 from psycopg import sql
 
 from ..errors import InvalidInputError
-from ..migrate import TABLES
 from ..ops import Op, Stmt
+from ..schema.ddl import TABLES
 from ..validate import check_count
 
 __all__ = ["StorageStats", "prometheus_text", "storage_stats_op"]

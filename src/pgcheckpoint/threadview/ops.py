@@ -28,15 +28,16 @@ from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.checkpoint.serde.types import ERROR, INTERRUPT, RESUME, TASKS
 from psycopg.types.json import Jsonb
 
-from ..core import SaverCore
-from ..core.reads import checkpoint_tuple, pending_write_rows, stored_pieces
-from ..crypto import KEYS_ENV, PLAINTEXT_LABEL, cipher_label
+from ..codec.binding import Columns, Sealer, binding
+from ..codec.integrity import take_structure
+from ..codec.labels import KEYS_ENV, PLAINTEXT_LABEL, cipher_label
+from ..core.locks import thread_lock_key
+from ..core.reads import checkpoint_tuple, load_tuple, pending_write_rows, stored_pieces
+from ..core.rows import row_key
+from ..core.state import SaverState
 from ..errors import DecryptionError, UnreadableValueError
-from ..integrity import take_structure
-from ..locking import thread_lock_key
-from ..ops import Op, Row, Stmt, row_key
+from ..ops import Op, Row, Stmt
 from ..validate import check_id
-from ..values import Columns, Sealer, binding
 from .model import (
     SEALED,
     ChannelChange,
@@ -61,7 +62,7 @@ __all__ = [
 
 
 def decode_value(
-    core: SaverCore, type_: str | None, data: bytes | None, aad: bytes, columns: Columns = ()
+    core: SaverState, type_: str | None, data: bytes | None, aad: bytes, columns: Columns = ()
 ) -> Any:
     """A stored value; `SEALED` when it is encrypted and the core has no key.
 
@@ -69,7 +70,7 @@ def decode_value(
     `Unreadable` holding the error, for the view to show in its place.
 
     Example:
-        >>> decode_value(SaverCore(), "msgpack+aesgcm2:k1", b"...", b"")
+        >>> decode_value(SaverState(), "msgpack+aesgcm2:k1", b"...", b"")
         <encrypted>
     """
     if type_ is None:
@@ -82,7 +83,7 @@ def decode_value(
         return Unreadable(str(exc))
 
 
-def _opened(core: SaverCore, row: Row) -> tuple[Any, Any]:
+def _opened(core: SaverState, row: Row) -> tuple[Any, Any]:
     """The checkpoint record and metadata of a row, each checked as a read checks them."""
     if cipher_label(row["type"]) != PLAINTEXT_LABEL and not isinstance(core.serde, Sealer):
         record: Any = SEALED
@@ -102,7 +103,7 @@ def _opened(core: SaverCore, row: Row) -> tuple[Any, Any]:
     return record, metadata
 
 
-def node_from_row(core: SaverCore, row: Row) -> CheckpointNode:
+def node_from_row(core: SaverState, row: Row) -> CheckpointNode:
     """Summarise one row of the `inspect_checkpoint_facts` fragment.
 
     Example:
@@ -168,7 +169,7 @@ def node_from_row(core: SaverCore, row: Row) -> CheckpointNode:
     )
 
 
-def _trigger_values(core: SaverCore, thread_id: str, ns: str, row: Row) -> dict[str, Any]:
+def _trigger_values(core: SaverState, thread_id: str, ns: str, row: Row) -> dict[str, Any]:
     pieces: dict[str, list[tuple[str, str, bytes, str | None]]] = {}
     for channel, version, base, type_, data in zip(
         row["trigger_channels"] or (),
@@ -192,7 +193,7 @@ def _trigger_values(core: SaverCore, thread_id: str, ns: str, row: Row) -> dict[
     return values
 
 
-def _tasks(core: SaverCore, row: Row, sends: Sequence[Any]) -> list[TaskInfo]:
+def _tasks(core: SaverState, row: Row, sends: Sequence[Any]) -> list[TaskInfo]:
     thread_id, ns, checkpoint_id = row["thread_id"], row["checkpoint_ns"], row["checkpoint_id"]
     tasks: dict[str, TaskInfo] = {}
     for task_id, path, idx, channel, type_, size, payload in zip(
@@ -228,7 +229,7 @@ def _tasks(core: SaverCore, row: Row, sends: Sequence[Any]) -> list[TaskInfo]:
 
 
 def thread_page_op(
-    core: SaverCore,
+    core: SaverState,
     thread_id: str,
     checkpoint_ns: str = "",
     *,
@@ -311,7 +312,7 @@ def thread_page_op(
 
 
 def recent_threads_op(
-    core: SaverCore,
+    core: SaverState,
     *,
     schema: str = "public",
     limit: int = 20,
@@ -367,7 +368,7 @@ def recent_threads_op(
 
 
 def resolve_checkpoint_op(
-    core: SaverCore, thread_id: str, checkpoint_ns: str, ref: str
+    core: SaverState, thread_id: str, checkpoint_ns: str, ref: str
 ) -> Op[list[str]]:
     """The checkpoint ids of a namespace that are `ref` or end with it (at most 5).
 
@@ -388,7 +389,7 @@ def resolve_checkpoint_op(
 
 
 def checkpoint_values_op(
-    core: SaverCore, thread_id: str, checkpoint_ns: str, checkpoint_id: str
+    core: SaverState, thread_id: str, checkpoint_ns: str, checkpoint_id: str
 ) -> Op[CheckpointTuple | None]:
     """One checkpoint with its values and pending writes, decoded by the core.
 
@@ -423,7 +424,7 @@ def checkpoint_values_op(
                     "application does"
                 )
     try:
-        return core.load_tuple(row)
+        return load_tuple(core, row)
     except UnreadableValueError:
         return _piece_by_piece(core, row)
 
@@ -433,7 +434,7 @@ UNREADABLE_RECORD = "(checkpoint record)"
 UNREADABLE_METADATA = "(metadata)"
 
 
-def _piece_by_piece(core: SaverCore, row: Row) -> CheckpointTuple:
+def _piece_by_piece(core: SaverState, row: Row) -> CheckpointTuple:
     """`load_tuple`, with what cannot be read shown in its place as an `Unreadable`."""
     thread_id, ns, checkpoint_id = row_key(row)
     pieces = stored_pieces(row)

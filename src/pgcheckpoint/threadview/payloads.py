@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from ..strict import Blocked
+from ..codec.strict import Blocked
 from .model import SEALED, Unreadable
 
 __all__ = ["jsonable", "summarize"]

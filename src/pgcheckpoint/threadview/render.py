@@ -27,9 +27,9 @@ from typing import Any
 
 from langgraph.checkpoint.base import CheckpointTuple
 
-from ..terminal import printable, shell_quote
 from .model import CheckpointNode, SubgraphInfo, TaskInfo, ThreadPage, ThreadSummary
 from .payloads import jsonable, summarize
+from .terminal import printable, shell_quote
 from .triggers import START, classify, is_edge, is_internal
 
 __all__ = [

@@ -39,7 +39,7 @@ from typing import Any
 
 from langgraph.checkpoint.serde.types import INTERRUPT, TASKS
 
-from ..crypto import KEYS_ENV
+from ..codec.labels import KEYS_ENV
 from .model import SEALED, CheckpointNode
 from .payloads import summarize
 

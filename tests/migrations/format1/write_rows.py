@@ -26,7 +26,7 @@ from psycopg.conninfo import make_conninfo
 
 import pgcheckpoint
 from pgcheckpoint import EncryptedSerde, PostgresSaver
-from pgcheckpoint.migrate import upgrade
+from pgcheckpoint.schema.migrate import upgrade
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))  # tests/, for support.format1

@@ -1,0 +1,338 @@
+"""What a saver keeps between calls, in one budget of bytes, and how it is keyed.
+
+Rebuilding a `DeltaChannel` decodes its snapshot (the seed) and every write
+since; the next step of the same thread does it again. Reading a stored list
+decodes its pieces, which the thread's next checkpoints share. Storing a list
+as a delta needs the list stored last (`pgcheckpoint.core.appends`). All of these live
+in one `CacheBudget`: a least-recently-used store bounded by an estimate of
+the memory its values take (`approx_size`), shared by a saver and the copies
+`with_allowlist` makes. Stored values never change, so decoded ones are keyed
+by a digest of the stored bytes (a deleted thread written again may reuse
+version strings), and every caller gets its own copy (`pgcheckpoint.core.fastcopy`).
+
+Example:
+    >>> from pgcheckpoint.core.caches import CacheBudget, DecodedCache, MISSING
+    >>> cache = DecodedCache(CacheBudget(max_bytes=4000), "seed")
+    >>> [cache.keep(("t", key), key * 1000) for key in "abc"]
+    [True, True, True]
+    >>> cache.lookup(("t", "a")) is MISSING, cache.lookup(("t", "c"))[:3]
+    (True, 'ccc')
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable, Sequence
+from enum import Enum
+from types import ModuleType
+from typing import Any
+
+from pydantic import BaseModel
+
+from ..errors import InvalidInputError
+
+__all__ = [
+    "DEFAULT_CACHE_BYTES",
+    "MAX_CACHED_WRITE_BYTES",
+    "MISSING",
+    "CacheBudget",
+    "DecodedCache",
+    "approx_size",
+    "check_cache_bytes",
+    "seed_key",
+    "write_columns",
+    "write_key",
+]
+
+# What every saver may keep between calls unless told otherwise.
+DEFAULT_CACHE_BYTES = 32 * 1024 * 1024
+# What `lookup` returns for a key it does not hold.
+MISSING: Any = object()
+# A larger write (a big tool result) is decoded at each read instead of kept.
+MAX_CACHED_WRITE_BYTES = 64 * 1024
+# What an entry costs besides its value, measured with tracemalloc on CPython
+# 3.11: its node in the OrderedDict, the (value, size) pair and the key tuple.
+_ENTRY_BYTES = 200
+# What a process's memory grows by per byte the estimates count: the allocator's
+# own overhead, and the pools that values evicted from a full cache leave part
+# empty. Measured with bench/bench_memory.py (RSS at budgets of 16 and 32 MiB
+# against 0: 1.25 on CPython 3.11 with glibc), so that a budget bounds memory.
+_MEMORY_PER_ESTIMATED_BYTE = 1.25
+# Values that hold no other object, counted without a walk.
+_LEAVES = frozenset({str, bytes, int, float, complex})
+
+
+def check_cache_bytes(cache_bytes: object) -> int:
+    """`cache_bytes` if it is a usable budget, else `InvalidInputError`.
+
+    Example:
+        >>> check_cache_bytes(0)
+        0
+    """
+    if type(cache_bytes) is not int or cache_bytes < 0:
+        raise InvalidInputError(
+            f"cache_bytes must be a number of bytes, 0 or more, not {cache_bytes!r}"
+        )
+    return cache_bytes
+
+
+class CacheBudget:
+    """Everything a saver keeps between calls: one LRU, bounded by bytes.
+
+    Each value is kept with the size its keeper gives it; the least recently
+    used go first when a new one would go over `max_bytes`, and a value larger
+    than half the budget is not kept at all (it would flush everything else).
+    Keys are tuples whose first item is a thread id, so a deleted thread's
+    values can be dropped together. Safe to share between threads.
+
+    Args:
+        max_bytes: The budget; 0 keeps nothing.
+
+    Example:
+        >>> budget = CacheBudget(max_bytes=1 << 20)
+        >>> budget.keep(("t", "k"), b"value", size=1000)
+        True
+        >>> budget.lookup(("t", "k")), 1000 < budget.used_bytes < 2000
+        (b'value', True)
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = check_cache_bytes(max_bytes)
+        self._entries: OrderedDict[tuple[Hashable, ...], tuple[Any, int]] = OrderedDict()
+        self._used = 0
+        self._lock = threading.Lock()
+
+    @property
+    def used_bytes(self) -> int:
+        """What the kept values take, by their estimates (at most `max_bytes`)."""
+        return self._used
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def lookup(self, key: tuple[Hashable, ...]) -> Any:
+        """The value kept for `key` (now the most recently used), or `MISSING`."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return MISSING
+            self._entries.move_to_end(key)
+        return entry[0]
+
+    def keep(self, key: tuple[Hashable, ...], value: Any, *, size: int) -> bool:
+        """Keep `value` for `key`, dropping the least recently used beyond the budget.
+
+        `size` is what the value takes by its estimate; the entry's own cost and
+        what the allocator adds are added. Returns whether it was kept.
+        """
+        size += _ENTRY_BYTES + sum(sys.getsizeof(part) for part in key)
+        size = int(size * _MEMORY_PER_ESTIMATED_BYTE)
+        if 2 * size > self.max_bytes:
+            self.discard(key)  # an older value for the key must not outlive this one
+            return False
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._used -= old[1]
+            self._entries[key] = (value, size)
+            self._used += size
+            while self._used > self.max_bytes:
+                _, (_, dropped) = self._entries.popitem(last=False)
+                self._used -= dropped
+        return True
+
+    def discard(self, key: tuple[Hashable, ...]) -> None:
+        """Drop what is kept for `key`, if anything."""
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._used -= old[1]
+
+    def forget_thread(self, thread_id: str) -> None:
+        """Drop everything kept for a thread (it was deleted, or its rows changed)."""
+        with self._lock:
+            for key in [k for k in self._entries if k[0] == thread_id]:
+                self._used -= self._entries.pop(key)[1]
+
+    def clear(self) -> None:
+        """Drop everything.
+
+        Example:
+            >>> saver.caches.clear()  # doctest: +SKIP
+        """
+        with self._lock:
+            self._entries.clear()
+            self._used = 0
+
+
+class DecodedCache:
+    """Decoded values of one kind (seeds, writes) kept in a `CacheBudget`.
+
+    A `with_allowlist` copy of a saver decodes with another serializer, so
+    its values are kept under a `kind` of its own in the same budget.
+
+    Args:
+        budget: Where the values are kept.
+        kind: What tells these values apart from others in the budget.
+
+    Example:
+        >>> cache = DecodedCache(CacheBudget(max_bytes=1 << 20), "write")
+        >>> cache.keep(("t", "k"), [1, 2]), cache.lookup(("t", "k"))
+        (True, [1, 2])
+    """
+
+    def __init__(self, budget: CacheBudget, kind: str) -> None:
+        self.budget = budget
+        self.kind = kind
+
+    def lookup(self, key: tuple[str, ...]) -> Any:
+        """The value kept for `key` (its first item a thread id), or `MISSING`."""
+        if not self.budget.max_bytes:
+            return MISSING
+        return self.budget.lookup((key[0], self.kind, *key[1:]))
+
+    def keep(self, key: tuple[str, ...], value: Any) -> bool:
+        """Keep a decoded value, sized by `approx_size`; whether it was kept."""
+        if not self.budget.max_bytes:
+            return False
+        return self.budget.keep((key[0], self.kind, *key[1:]), value, size=approx_size(value))
+
+
+def approx_size(value: Any) -> int:
+    """About the bytes `value` and everything it holds take in memory.
+
+    Each container, pydantic model (a LangChain message) and object with an
+    instance dict counts once, by `sys.getsizeof`, with what it holds; `None`,
+    booleans, classes, enum members and the field names of a model are shared
+    with everything else and count nothing. Within a tenth of what tracemalloc
+    sees a decoded list of messages allocate (tests/unit/test_caches.py), in
+    about half the time decoding it took.
+
+    Example:
+        >>> approx_size(["x" * 1000]) > 1000
+        True
+    """
+    sizeof = sys.getsizeof
+    kind = type(value)
+    if kind in _LEAVES:
+        return sizeof(value)
+    seen: set[int] = set()
+    stack = [value]
+    total = 0
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        total += sizeof(obj)
+        kind = type(obj)
+        if kind is list or kind is tuple or kind is set or kind is frozenset:
+            children: Any = obj
+        elif kind is dict:
+            for key in obj:
+                if type(key) in _LEAVES:
+                    total += sizeof(key)
+                elif not _shared(key):
+                    stack.append(key)
+            children = obj.values()
+        elif isinstance(obj, BaseModel):
+            # the field names are the class's; the set of them is the instance's
+            fields = obj.__dict__
+            total += sizeof(fields) + sizeof(obj.__pydantic_fields_set__)
+            children = [
+                *fields.values(),
+                obj.__pydantic_extra__,
+                getattr(obj, "__pydantic_private__", None),
+            ]
+        elif isinstance(obj, list | tuple | set | frozenset):  # a NamedTuple (_DeltaSnapshot)
+            children = obj
+        elif isinstance(obj, dict):
+            children = [*obj.keys(), *obj.values()]
+        else:
+            attrs = getattr(obj, "__dict__", None)
+            slots = getattr(kind, "__slots__", ())
+            children = [
+                getattr(obj, name, None) for name in ((slots,) if isinstance(slots, str) else slots)
+            ]
+            if type(attrs) is dict:
+                children.append(attrs)
+        for child in children:
+            if type(child) in _LEAVES:
+                total += sizeof(child)
+            elif not _shared(child):
+                stack.append(child)
+    return total
+
+
+def _shared(obj: Any) -> bool:
+    return (
+        obj is None
+        or type(obj) is bool
+        or isinstance(obj, type | ModuleType | Enum)
+        or (callable(obj) and not isinstance(obj, BaseModel))
+    )
+
+
+def seed_key(
+    key: tuple[str, str, str], pieces: Sequence[tuple[str, str, bytes, str | None]]
+) -> tuple[str, ...]:
+    """The cache key of a stored value: (thread, namespace, channel, digest of its pieces).
+
+    The digest covers every column a piece is read with (version, type, bytes,
+    delta base): a piece whose columns were edited is not found in the cache,
+    and is decoded, and checked, again.
+
+    Example:
+        >>> seed_key(("t", "", "m"), [("v1", "msgpack", b"\\x90", None)])[:3]
+        ('t', '', 'm')
+    """
+    digest = hashlib.blake2b(digest_size=16)
+    for version, type_, data, base in pieces:
+        for text in (version, type_, "\x00" if base is None else base):
+            raw = text.encode("utf-8", "surrogatepass")
+            digest.update(len(raw).to_bytes(8, "big") + raw)
+        digest.update(len(data or b"").to_bytes(8, "big"))
+        digest.update(data or b"")
+    return (*key, digest.hexdigest())
+
+
+def write_key(thread_id: str, ns: str, row: dict[str, Any]) -> tuple[str, ...] | None:
+    """The cache key of a stored write, or None when it is too large to keep.
+
+    It holds every column the write is read with, so a write whose channel or
+    task path was edited is decoded, and checked, again.
+
+    Example:
+        >>> row = {"checkpoint_id": "c", "task_id": "k", "idx": 0, "type": "msgpack",
+        ...        "blob": b"", "channel": "m", "task_path": ""}
+        >>> write_key("t", "", row)[:5]
+        ('t', '', 'c', 'k', '0')
+    """
+    data = row["blob"] or b""
+    if len(data) > MAX_CACHED_WRITE_BYTES:
+        return None
+    return (*write_columns(thread_id, ns, row), hashlib.blake2b(data, digest_size=16).hexdigest())
+
+
+def write_columns(thread_id: str, ns: str, row: dict[str, Any]) -> tuple[str, ...]:
+    """Every column a stored write is read with, but its bytes, as text.
+
+    Example:
+        >>> row = {"checkpoint_id": "c", "task_id": "k", "idx": 0, "type": "msgpack",
+        ...        "channel": "m", "task_path": ""}
+        >>> write_columns("t", "", row)
+        ('t', '', 'c', 'k', '0', 'm', '', 'msgpack')
+    """
+    return (
+        thread_id,
+        ns,
+        row["checkpoint_id"],
+        row["task_id"],
+        str(row["idx"]),
+        row["channel"],
+        row["task_path"],
+        row["type"],
+    )
