@@ -452,11 +452,18 @@ class LangGraphImporter:
     def _repack(self, type_: str, data: bytes, aad: bytes, columns: Columns) -> tuple[str, bytes]:
         if self.source_serde is None:
             return self.core.pack_value(type_, bytes(data), aad, columns)
-        return self.core.dump_value(self.source_serde.loads_typed((type_, data)), aad, columns)
+        return self.core.dump_value(self._load(type_, data), aad, columns)
 
     def _load(self, type_: str, data: bytes) -> Any:
         serde = self.source_serde or self.core.inner_serde
-        return serde.loads_typed((type_, data))
+        try:
+            return serde.loads_typed((type_, data))
+        except NotImplementedError as exc:  # a type the serializer has no decoder for
+            raise InvalidInputError(
+                f"a value of type {type_!r} that the serializer cannot read: pass the "
+                "serializer the official saver was configured with (source_serde=, "
+                "--from-serde)"
+            ) from exc
 
 
 def import_sweep(
