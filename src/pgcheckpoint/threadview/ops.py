@@ -216,6 +216,12 @@ def _tasks(core: SaverState, row: Row, sends: Sequence[Any]) -> list[TaskInfo]:
         value = decode_value(core, type_, payload, aad, (channel, path))
         if channel == INTERRUPT:
             for interrupt in value if isinstance(value, list | tuple) else [value]:
+                # an Interrupt (duck-typed: langgraph itself is not a dependency);
+                # SEALED is an enum, whose `value` is its text, so it stays itself
+                if interrupt is SEALED or isinstance(interrupt, Unreadable):
+                    task.interrupts.append(interrupt)
+                    task.interrupt_ids.append(None)
+                    continue
                 task.interrupts.append(getattr(interrupt, "value", interrupt))
                 task.interrupt_ids.append(getattr(interrupt, "id", None))
         elif channel == ERROR:

@@ -89,6 +89,8 @@ def summarize(value: Any, width: int = 60, *, quote: bool = True) -> str:
     """
     if isinstance(value, str):
         text = repr(value) if quote else value
+    elif value is SEALED:
+        text = repr(value)  # not JSON text: no string the application stored
     else:
         text = json.dumps(jsonable(value), ensure_ascii=False, default=str)
     text = " ".join(text.split())
