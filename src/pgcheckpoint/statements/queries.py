@@ -43,7 +43,12 @@ class Statement:
         body: Its SQL, with `{schema}` and `{fragment}` placeholders.
         file: The file of `sql/queries/` that defines it.
         retry_safe: Marked `-- retry: safe`.
-        prepare: False when marked `-- prepare: never`, else None (psycopg decides).
+        prepare: False when marked `-- prepare: never`, else True: prepared at its
+            first execution on a connection, as `prepare_threshold=0` does, whatever
+            threshold the caller's connection has (with psycopg's default, 5, each
+            statement is parsed and planned anew at its first five calls on each
+            connection). A connection
+            with `prepare_threshold=None` (pgbouncer users) prepares nothing.
 
     Example:
         >>> _blocks()[0]["put_checkpoint"].retry_safe
@@ -54,11 +59,11 @@ class Statement:
     body: str
     file: str
     retry_safe: bool = False
-    prepare: bool | None = None
+    prepare: bool = True
 
 
-def _facts(name: str, body: str) -> tuple[bool, bool | None]:
-    retry, prepare = False, None
+def _facts(name: str, body: str) -> tuple[bool, bool]:
+    retry, prepare = False, True
     for line in body.splitlines():
         match = _FACT.match(line.strip())
         if match is None:
@@ -162,7 +167,7 @@ class Queries(Mapping[str, str]):
         schema_sql = sql.Identifier(schema).as_string(None).replace("%", "%%")
         self.schema = schema
         self._rendered: dict[str, str] = {}
-        self.prepare: dict[str, bool | None] = {}
+        self.prepare: dict[str, bool] = {}
         for name, text in _expanded().items():
             self._rendered[name] = f"-- pgcheckpoint: {name}\n" + text.replace(
                 "{schema}", schema_sql
