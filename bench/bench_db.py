@@ -35,9 +35,14 @@ CONNECTION_KWARGS: dict[str, Any] = {"autocommit": True, "prepare_threshold": 0}
 SAVERS = ("ours", "official")
 # pgcheckpoint with cache_bytes=0, timed next to the two where the trade shows
 NOTHING_CACHED = "ours0"
+# pgcheckpoint over a pool with psycopg's defaults (no autocommit,
+# prepare_threshold=5, tuple rows), against the official saver with the docs' settings
+BARE_POOL = "ours-bare"
+OURS = ("ours", NOTHING_CACHED, BARE_POOL)
 TABLES = {
     "ours": ("pgc_checkpoints", "pgc_blobs", "pgc_writes"),
     NOTHING_CACHED: ("pgc_checkpoints", "pgc_blobs", "pgc_writes"),
+    BARE_POOL: ("pgc_checkpoints", "pgc_blobs", "pgc_writes"),
     "official": ("checkpoints", "checkpoint_blobs", "checkpoint_writes"),
 }
 
@@ -111,8 +116,8 @@ class Databases:
 
     def fresh(self, kind: str, label: str) -> str:
         """A new database with `kind`'s schema and no rows."""
-        if kind == NOTHING_CACHED:
-            kind, label = "ours", f"{label}0"
+        if kind in (NOTHING_CACHED, BARE_POOL):
+            kind, label = "ours", f"{label}{kind[4:]}"
         template = self.template(kind)
         return self._create(f"{DB_PREFIX}{self.token}_{kind}_{label}", template)
 
@@ -211,6 +216,10 @@ def _budget(kind: str) -> dict[str, int]:
     return {"cache_bytes": 0} if kind == NOTHING_CACHED else {}
 
 
+def _connection_kwargs(kind: str) -> dict[str, Any]:
+    return {} if kind == BARE_POOL else dict(CONNECTION_KWARGS)
+
+
 @contextlib.contextmanager
 def sync_saver(
     kind: str, dsn: str, *, size: int = POOL_SIZE, serde: Any = None, **pool_kwargs: Any
@@ -221,13 +230,13 @@ def sync_saver(
         dsn,
         min_size=size,
         max_size=size,
-        kwargs=dict(CONNECTION_KWARGS),
+        kwargs=_connection_kwargs(kind),
         name=f"bench-{kind}",
         open=True,
         **pool_kwargs,
     ) as pool:
         pool.wait()
-        if kind in ("ours", NOTHING_CACHED):
+        if kind in OURS:
             from pgcheckpoint import PostgresSaver
 
             yield PostgresSaver(pool, serde=serde, **_budget(kind))
@@ -244,13 +253,13 @@ async def async_saver(
         dsn,
         min_size=size,
         max_size=size,
-        kwargs=dict(CONNECTION_KWARGS),
+        kwargs=_connection_kwargs(kind),
         name=f"bench-{kind}",
         open=False,
         **pool_kwargs,
     ) as pool:
         await pool.wait()
-        if kind in ("ours", NOTHING_CACHED):
+        if kind in OURS:
             from pgcheckpoint import AsyncPostgresSaver
 
             yield AsyncPostgresSaver(pool, **_budget(kind))

@@ -13,12 +13,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench_db import NOTHING_CACHED
+from bench_db import BARE_POOL, NOTHING_CACHED
 from bench_report import Row, Stat
 from psycopg import AsyncConnection, AsyncCursor, Connection, Cursor
 
 # How a row measured on pgcheckpoint with nothing cached says so.
 ZERO_NOTE = "cache_bytes=0"
+BARE_NOTE = "bare pool: psycopg defaults"
 
 
 @dataclass(frozen=True)
@@ -185,17 +186,18 @@ def row(
             note=note,
         )
     ]
-    if NOTHING_CACHED in times:
-        rows.append(
-            Row(
-                section,
-                name,
-                mode,
-                "ms",
-                Stat.of(ms(times[NOTHING_CACHED])),
-                Stat.of(ms(times["official"])),
-                target=target,
-                note=", ".join(filter(None, [note, ZERO_NOTE])),
+    for kind, kind_note in ((NOTHING_CACHED, ZERO_NOTE), (BARE_POOL, BARE_NOTE)):
+        if kind in times:
+            rows.append(
+                Row(
+                    section,
+                    name,
+                    mode,
+                    "ms",
+                    Stat.of(ms(times[kind])),
+                    Stat.of(ms(times["official"])),
+                    target=target,
+                    note=", ".join(filter(None, [note, kind_note])),
+                )
             )
-        )
     return rows

@@ -12,7 +12,9 @@ on a number; it exits 1 only when a workload raised.
 
 The server: `PGCHECKPOINT_BENCH_DSN`, else `PGCHECKPOINT_TEST_DSN`, else the
 embedded one (`pgcheckpoint.contrib.embedded`). Both savers get a pool of 8 connections
-with the settings LangGraph's docs give (autocommit, prepare_threshold=0).
+with the settings LangGraph's docs give (autocommit, prepare_threshold=0); the ops
+workload times pgcheckpoint once more over a bare pool, with psycopg's defaults
+(rows noted "bare pool"), against the official saver with the docs' settings.
 
 Workloads:
 - ops: `put`, `put_writes`, `get_tuple` (latest, by id), `list(limit=10)` at
@@ -66,7 +68,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_agent import run_agent
 from bench_concurrency import run_concurrency
-from bench_db import NOTHING_CACHED, POOL_SIZE, ROOT, SAVERS, Databases, server_dsn
+from bench_db import BARE_POOL, NOTHING_CACHED, POOL_SIZE, ROOT, SAVERS, Databases, server_dsn
 from bench_graphs import Recording, record_chat
 from bench_live import run_live
 from bench_memory import run_memory
@@ -182,7 +184,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     with Databases(server) as dbs:
         server_version = dbs.server_version()
         work: dict[str, Callable[[], None]] = {
-            "ops": lambda: run_ops(dbs, plan, modes, recordings[False], results, kinds),
+            "ops": lambda: run_ops(
+                dbs, plan, modes, recordings[False], results, (*kinds, BARE_POOL)
+            ),
             "agent": lambda: run_agent(dbs, plan, modes, results, kinds),
             "concurrency": lambda: run_concurrency(dbs, plan, modes, results),
             "storage": lambda: run_storage(dbs, plan, modes, recordings, results, kinds),
