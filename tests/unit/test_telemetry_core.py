@@ -264,3 +264,20 @@ def test_the_thread_ids_setting_takes_a_bool_only() -> None:
     with pytest.raises(InvalidInputError, match=r"thread_ids must be True or False, not str$"):
         Telemetry(thread_ids="no")  # type: ignore[arg-type]
     assert Telemetry(thread_ids=True).thread_ids is True
+
+
+def test_a_lock_threads_id_of_any_type_changes_no_outcome() -> None:
+    sdk = pytest.importorskip("opentelemetry.sdk.trace")
+    provider = sdk.TracerProvider()
+
+    class Unprintable:
+        def __str__(self) -> str:
+            raise RuntimeError("no text")
+
+    telemetry = Telemetry(thread_ids=True, tracer_provider=provider)
+    try:
+        with telemetry.observe(name="lock_thread", thread_id=Unprintable()) as activity:  # type: ignore[arg-type]
+            assert current_activity() is activity
+        assert current_activity() is None
+    finally:
+        provider.shutdown()
