@@ -47,7 +47,7 @@ from support.chat import chat_graph
 from support.cli import cli_env
 from support.rows import TABLES, rows_of
 
-from pgcheckpoint import MissingParentError, PostgresSaver
+from pgcheckpoint import MissingParentError, PostgresSaver, Telemetry
 from pgcheckpoint.core.state import SaverState
 from pgcheckpoint.maintenance.retention import PruneReport, SweepLimits, older_than_sweep
 from pgcheckpoint.ops import Stmt
@@ -390,7 +390,10 @@ def test_a_foreign_key_violation_rolls_the_batch_back_and_retries_its_threads(
             "SELECT 1 FROM pgc_checkpoints WHERE thread_id = %s LIMIT 1 FOR UPDATE", [victim]
         )
         with (
-            PostgresSaver.from_conn_string(named(db_dsn, "sweep-fk")) as sweeper,
+            # with ids on: retention logs the error's type as text, withheld otherwise
+            PostgresSaver.from_conn_string(
+                named(db_dsn, "sweep-fk"), telemetry=Telemetry(thread_ids=True)
+            ) as sweeper,
             # from the start: the sweep logs from its thread as soon as the blocker is gone
             caplog.at_level("INFO", logger="pgcheckpoint"),
         ):

@@ -55,7 +55,7 @@ from psycopg import errors as pg_errors
 
 from ..errors import InvalidInputError, PgCheckpointError, ThreadBusyError
 from ..ops import Op, Stmt
-from ..telemetry.activity import log_context, logger
+from ..telemetry.activity import Plain, log_context, logger
 from ..validate import check_id
 
 __all__ = [
@@ -277,20 +277,26 @@ def _end_transaction(in_transaction: bool) -> Op[None]:
 
 def not_held_error(lock: ThreadLock) -> PgCheckpointError:
     """The error for a lock found not held when it was released."""
-    return PgCheckpointError(
-        f"the lock of thread {lock.thread_id!r} was no longer held by server session "
-        f"{lock.backend_pid} when released, so other workers may have run the thread at "
-        f"the same time (or something ran pg_advisory_unlock_all() on it): {_POOLER}"
+    return PgCheckpointError(_NOT_HELD % (lock.thread_id, lock.backend_pid, _POOLER))
+
+
+def log_not_held(lock: ThreadLock, *, thread_ids: bool = False) -> None:
+    """Log a lock found not held on release, while another error propagates.
+
+    `thread_ids`: the saver's `Telemetry(thread_ids=True)`, which lets the
+    record show the thread (else withheld, `pgcheckpoint.telemetry.activity`).
+    """
+    logger.warning(
+        _NOT_HELD,
+        lock.thread_id,
+        lock.backend_pid,
+        Plain(_POOLER),
+        extra=log_context("lock_thread", "unlock_thread", thread_ids=thread_ids),
     )
 
 
-def log_not_held(lock: ThreadLock) -> None:
-    """Log a lock found not held on release, while another error propagates."""
-    logger.warning("%s", not_held_error(lock), extra=log_context("lock_thread", "unlock_thread"))
-
-
-def log_lost(lock: ThreadLock, exc: BaseException) -> None:
-    """Log a lock whose connection broke while it was held."""
+def log_lost(lock: ThreadLock, exc: BaseException, *, thread_ids: bool = False) -> None:
+    """Log a lock whose connection broke while it was held (`thread_ids` as `log_not_held`)."""
     logger.warning(
         "the connection holding the lock of thread %r (server session %s) broke: %s; "
         "PostgreSQL freed the lock when the session ended, so another worker may have "
@@ -298,8 +304,15 @@ def log_lost(lock: ThreadLock, exc: BaseException) -> None:
         lock.thread_id,
         lock.backend_pid,
         exc,
-        extra=log_context("lock_thread", "unlock_thread"),
+        extra=log_context("lock_thread", "unlock_thread", thread_ids=thread_ids),
     )
+
+
+_NOT_HELD = (
+    "the lock of thread %r was no longer held by server session %s when released, so "
+    "other workers may have run the thread at the same time (or something ran "
+    "pg_advisory_unlock_all() on it): %s"
+)
 
 
 _POOLER = (

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from ..commands import schema_option
 from ..ops import Op, Stmt
-from ..telemetry.activity import logger
+from ..telemetry.activity import Plain, log_context, logger
 
 __all__ = ["SAMPLE_ROWS", "OfficialThreads", "official_threads_op", "warn_official_threads"]
 
@@ -59,16 +59,22 @@ class OfficialThreads:
             ...     "--schema tenant_a --from-schema tenant_a`")
             True
         """
+        return _WARNING % self._warning_args()
+
+    def _warning_args(self) -> tuple[object, ...]:
+        # the example is a thread id: a log record withholds it unless ids are on
         option = schema_option(self.schema)
         command = f"pgcheckpoint import-langgraph{option}"
         if option:
             command += option.replace("--schema", "--from-schema", 1)
-        return (
-            f"the tables of langgraph-checkpoint-postgres in schema {self.schema!r} hold "
-            f"threads that pgcheckpoint's tables do not ({self.missing} of the "
-            f"{self.looked_at} looked at, e.g. {self.example!r}): pgcheckpoint does not "
-            f"read those tables, so these threads look empty; copy them with `{command}`"
-        )
+        return Plain(self.schema), self.missing, self.looked_at, self.example, Plain(command)
+
+
+_WARNING = (
+    "the tables of langgraph-checkpoint-postgres in schema %r hold threads that "
+    "pgcheckpoint's tables do not (%d of the %d looked at, e.g. %r): pgcheckpoint does "
+    "not read those tables, so these threads look empty; copy them with `%s`"
+)
 
 
 def official_threads_op(schema: str) -> Op[OfficialThreads | None]:
@@ -91,11 +97,15 @@ def official_threads_op(schema: str) -> Op[OfficialThreads | None]:
     return OfficialThreads(schema, int(row["looked_at"]), int(row["missing"]), row["example"])
 
 
-def warn_official_threads(found: OfficialThreads | None) -> None:
+def warn_official_threads(found: OfficialThreads | None, *, thread_ids: bool = False) -> None:
     """Log the warning for what `official_threads_op` found, if anything.
+
+    `thread_ids`: the saver's `Telemetry(thread_ids=True)`, which lets the
+    record show the example thread.
 
     Example:
         >>> warn_official_threads(None)
     """
     if found is not None:
-        logger.warning("%s", found.message())
+        extra = log_context("official_threads", thread_ids=thread_ids)
+        logger.warning(_WARNING, *found._warning_args(), extra=extra)

@@ -54,7 +54,7 @@ def hold_thread_lock(runner: Runner, thread_id: str, timeout: float | None) -> I
                 yield lock
         except BaseException:
             if not _unlock(runner, conn, lock):
-                log_not_held(lock)
+                log_not_held(lock, thread_ids=runner.telemetry.thread_ids)
             raise
         if not _unlock(runner, conn, lock):
             raise not_held_error(lock)
@@ -90,7 +90,7 @@ def _unlock(runner: Runner, conn: Connection[Any], lock: ThreadLock) -> bool:
     try:
         released = _drive_lock(runner, conn, release_op(lock), "unlock_thread", lock.thread_id)
     except Error as exc:
-        log_lost(lock, exc)
+        log_lost(lock, exc, thread_ids=runner.telemetry.thread_ids)
         return True
     if not released:
         conn.close()

@@ -54,7 +54,7 @@ async def hold_thread_lock(
                 yield lock
         except BaseException:
             if not await _unlock(runner, conn, lock):
-                log_not_held(lock)
+                log_not_held(lock, thread_ids=runner.telemetry.thread_ids)
             raise
         if not await _unlock(runner, conn, lock):
             raise not_held_error(lock)
@@ -94,7 +94,7 @@ async def _unlock(runner: AsyncRunner, conn: AsyncConnection[Any], lock: ThreadL
             runner, conn, release_op(lock), "unlock_thread", lock.thread_id
         )
     except Error as exc:
-        log_lost(lock, exc)
+        log_lost(lock, exc, thread_ids=runner.telemetry.thread_ids)
         return True
     if not released:
         await conn.close()

@@ -212,7 +212,7 @@ class PostgresSaver(Runner, CrossCalls):
         except Exception as exc:  # the read it comes before must not fail because of it
             logger.debug("could not look for the official saver's threads: %s", exc)
             return None
-        warn_official_threads(found)
+        warn_official_threads(found, thread_ids=self.telemetry.thread_ids)
         return found
 
     # -- BaseCheckpointSaver -------------------------------------------------------

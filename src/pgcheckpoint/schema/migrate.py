@@ -26,7 +26,7 @@ from psycopg.conninfo import conninfo_to_dict
 from ..commands import schema_option
 from ..errors import PgCheckpointError
 from ..resources import migrations_dir
-from ..telemetry.activity import Activity, logger
+from ..telemetry.activity import Activity, Plain, logger
 from ..telemetry.config import DEFAULT_TELEMETRY, Telemetry
 from ..validate import check_schema, libpq_dsn
 from .ddl import VERSION_TABLE, migration_lock
@@ -107,9 +107,9 @@ def upgrade(
             logger.warning(
                 "schema %r is at revision %r, newer than this pgcheckpoint's %r; "
                 "leaving it as it is",
-                schema,
-                before,
-                known[-1],
+                Plain(schema),
+                Plain(before),
+                Plain(known[-1]),
             )
             return before
         if before in known and revision in known and known.index(revision) < known.index(before):

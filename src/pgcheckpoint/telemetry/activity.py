@@ -7,6 +7,12 @@ it is at. Each record of the `pgcheckpoint` logger carries both, as
 does (`note`, `note_cache`, `note_values`) on the current activity; a traced
 activity (`pgcheckpoint.telemetry.otel`) records it on its span.
 
+No record names a thread, checkpoint, task or value unless the operation's
+saver has `Telemetry(thread_ids=True)` (or `log_context` says so): a record's
+message is constant text, and of its arguments only numbers, `Plain` text and
+exception types are shown; every other argument, and a traceback, is
+withheld.
+
 Example:
     >>> from pgcheckpoint.telemetry.activity import Activity, current_activity
     >>> with Activity("put") as activity:
@@ -17,14 +23,17 @@ Example:
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any
 
 from ..ops import Row, Stmt
+from .exceptions import type_name
 
 __all__ = [
+    "WITHHELD",
     "Activity",
+    "Plain",
     "current_activity",
     "log_context",
     "logger",
@@ -76,6 +85,8 @@ class Activity:
             name: an activity outlives its op in copied contexts, and must not
             keep the op's parameters alive).
         parent: The activity this one runs inside (a sweep's), or None.
+        thread_ids: Whether what is recorded of it may name threads,
+            checkpoints, tasks and values (`Telemetry(thread_ids=True)`).
 
     Example:
         >>> with Activity("put") as activity:
@@ -83,13 +94,16 @@ class Activity:
         True
     """
 
-    __slots__ = ("_name", "_subject", "_token", "parent", "statement")
+    __slots__ = ("_name", "_subject", "_token", "parent", "statement", "thread_ids")
 
-    def __init__(self, name: str | None = None, subject: Any = None) -> None:
+    def __init__(
+        self, name: str | None = None, subject: Any = None, *, thread_ids: bool = False
+    ) -> None:
         self._name = name
         self._subject = subject
         self.statement: str | None = None
         self.parent: Activity | None = None
+        self.thread_ids = thread_ids
 
     @property
     def operation(self) -> str:
@@ -194,18 +208,87 @@ def note_values(bases: Sequence[object]) -> None:
         note("pgcheckpoint.values.delta", delta)
 
 
-def log_context(operation: str, statement: str | None = None) -> dict[str, str | None]:
+def log_context(
+    operation: str, statement: str | None = None, *, thread_ids: bool = False
+) -> dict[str, str | bool | None]:
     """The `extra` of a record logged outside the operation it is about.
+
+    `thread_ids`: the saver's `Telemetry(thread_ids=True)`, so the record
+    may show the arguments that name a thread (else they are withheld).
 
     Example:
         >>> extra = log_context("lock_thread", "unlock_thread")
         >>> logger.warning("the lock's connection broke", extra=extra)  # doctest: +SKIP
     """
-    return {"pgcheckpoint_operation": operation, "pgcheckpoint_statement": statement}
+    return {
+        "pgcheckpoint_operation": operation,
+        "pgcheckpoint_statement": statement,
+        "pgcheckpoint_thread_ids": thread_ids,
+    }
+
+
+class Plain(str):
+    """Text that names no thread, checkpoint, task or value: a log record always shows it.
+
+    For the arguments of a record that are names the library chose or the
+    application configured (a statement, a schema, a type, a command); any
+    other string argument is withheld unless ids are on.
+
+    Example:
+        >>> logger.info("schema %r migrated", Plain("public"))  # doctest: +SKIP
+    """
+
+    __slots__ = ()
+
+
+class _Withheld:
+    """What a record shows for an argument it withholds."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<withheld>"
+
+    __str__ = __repr__
+
+
+WITHHELD = _Withheld()
+# Arguments a record shows as they are: they cannot spell an id.
+_SHOWN_TYPES = (int, float, bool, type(None), Plain)
+
+
+def _shown(arg: object) -> object:
+    if type(arg) in _SHOWN_TYPES:
+        return arg
+    if isinstance(arg, BaseException):
+        return Plain(type_name(arg))
+    return WITHHELD
+
+
+def _withhold(record: logging.LogRecord) -> None:
+    # With ids off, a record keeps its constant text, numbers, Plain text and
+    # the types of exceptions: a design that has nothing to scrub, rather
+    # than a search for every way an id can be escaped.
+    if not isinstance(record.msg, str):  # an object logged as the message
+        record.msg, record.args = "%s", (record.msg,)
+    args = record.args
+    if isinstance(args, tuple):
+        record.args = tuple(_shown(arg) for arg in args)
+    elif isinstance(args, Mapping):
+        record.args = {key: _shown(value) for key, value in args.items()}
+    if record.exc_info or record.exc_text or record.stack_info:
+        exc = record.exc_info[1] if record.exc_info else None
+        record.exc_info = record.exc_text = record.stack_info = None
+        if exc is not None:
+            record.msg += f" [{type_name(exc)}; traceback withheld]"
 
 
 class _ActivityFilter(logging.Filter):
-    """Puts the current operation and statement on each record of the `pgcheckpoint` logger."""
+    """Puts the current operation and statement on each record of the `pgcheckpoint` logger.
+
+    And withholds what may name a thread, unless the record's operation (or
+    its `log_context`) says the saver records ids.
+    """
 
     def filter(self, record: logging.LogRecord) -> bool:
         activity = _CURRENT.get()
@@ -213,6 +296,15 @@ class _ActivityFilter(logging.Filter):
             record.pgcheckpoint_operation = None if activity is None else activity.operation
         if not hasattr(record, "pgcheckpoint_statement"):
             record.pgcheckpoint_statement = None if activity is None else activity.statement
+        shown = getattr(record, "pgcheckpoint_thread_ids", None)
+        if shown is None:
+            shown = activity is not None and activity.thread_ids
+        if shown is not True:
+            try:
+                _withhold(record)
+            except Exception:  # a record that cannot be made id-free is not sent as it is
+                record.msg, record.args = "a pgcheckpoint log record was withheld", ()
+                record.exc_info = record.exc_text = record.stack_info = None
         return True
 
 

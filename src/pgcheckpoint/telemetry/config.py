@@ -6,8 +6,11 @@ activity a driver enters around each operation is a traced one
 (`pgcheckpoint.telemetry.otel`): it records a span nested under the caller's
 current span, and metrics. Without the package, nothing imports it; with the
 API and no SDK configured, an operation costs a check of two globals. Thread
-ids are personal data in many applications: they reach spans only with
-`Telemetry(thread_ids=True)`.
+ids are personal data in many applications: they, the other ids and the
+messages of exceptions (which may name them or quote a value) reach spans and
+the `pgcheckpoint` logger's records only with `Telemetry(thread_ids=True)`.
+Telemetry changes no call's outcome: a span processor that raises or blocks
+is reported once in the log and worked around (`pgcheckpoint.telemetry.otel`).
 
 Example:
     >>> import logging
@@ -24,6 +27,7 @@ import threading
 import weakref
 from typing import TYPE_CHECKING, Any
 
+from ..errors import InvalidInputError
 from .activity import Activity, start_listening
 
 if TYPE_CHECKING:
@@ -36,9 +40,13 @@ class Telemetry:
     """Where a saver's spans and metrics go, and whether they name threads.
 
     Args:
-        thread_ids: Record the thread id on spans (`pgcheckpoint.thread_id`).
-            Off by default: thread ids are personal data in many applications,
-            and they are also removed from recorded exception messages.
+        thread_ids: Record the thread id on spans (`pgcheckpoint.thread_id`),
+            the message and stack trace of each exception a span records
+            (they may name threads, checkpoints and tasks, or quote a value),
+            and the ids in the `pgcheckpoint` logger's records. Off by
+            default: thread ids are personal data in many applications; a
+            span then records an exception's type and a fixed description,
+            and a log record withholds every argument that could name one.
         tracer_provider: An OpenTelemetry `TracerProvider`; default the global one.
         meter_provider: An OpenTelemetry `MeterProvider`; default the global one.
 
@@ -54,6 +62,11 @@ class Telemetry:
         tracer_provider: Any = None,
         meter_provider: Any = None,
     ) -> None:
+        if not isinstance(thread_ids, bool):
+            # a truthy "no" from an environment variable would turn ids on
+            raise InvalidInputError(
+                f"thread_ids must be True or False, not {type(thread_ids).__name__}"
+            )
         self.thread_ids = thread_ids
         self.tracer_provider = tracer_provider
         self.meter_provider = meter_provider
@@ -87,7 +100,7 @@ class Telemetry:
         """
         otel = self.otel()
         if otel is None:
-            return Activity(name, subject)
+            return Activity(name, subject, thread_ids=self.thread_ids)
         start_listening()
         return otel.activity(name, subject, schema=schema, sweep=sweep, thread_id=thread_id)
 

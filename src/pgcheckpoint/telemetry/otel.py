@@ -4,43 +4,20 @@
 the `opentelemetry` package is installed (`pip install "pgcheckpoint[otel]"`),
 and uses it while a tracer or meter provider is configured.
 
-Spans: one per operation (`pgcheckpoint.put`, `pgcheckpoint.get_tuple`, ...;
-kind CLIENT), and one per sweep (`pgcheckpoint.prune_older_than`, kind
-INTERNAL) around the spans of its ops, nested under the caller's current span.
-A statement span that `opentelemetry-instrumentation-psycopg` records nests
-inside the span of its operation. Attributes, after OpenTelemetry's database
-conventions: `db.system.name` ("postgresql"), `db.namespace`
-("<database>.<schema>"), `db.operation.name`, `db.query.summary` (the names of
-the statements run, each once, in order), `server.address`, `server.port`,
-`db.response.returned_rows`, and on failure `error.type` and
-`db.response.status_code` (the SQLSTATE); and pgcheckpoint's own:
+Spans: one per operation (`pgcheckpoint.put`, ...; kind CLIENT), one per
+sweep (kind INTERNAL) around the spans of its ops, nested under the caller's
+current span, with the attributes of OpenTelemetry's database conventions
+(`db.namespace`, `db.query.summary`, `error.type`...) and pgcheckpoint's counts
+(`pgcheckpoint.round_trips`, `.bytes_sent`, `.cache.piece.hits`...). Metrics
+(meter `pgcheckpoint`): `pgcheckpoint.operation.duration` by operation and
+outcome, byte, retry and error counters, the pools' sizes. docs/observability.md
+lists each.
 
-- `pgcheckpoint.statements`, `pgcheckpoint.round_trips` (statements that waited
-  for the server, plus BEGIN and COMMIT of a transaction the op opened; in a
-  pipeline, the statements whose rows were read, the sync, and three for a
-  transaction: the counts libpq's protocol trace shows);
-- `pgcheckpoint.bytes_sent`, `pgcheckpoint.bytes_received`: bytes of stored
-  values (bytea parameters and columns: checkpoints, metadata, channel values,
-  writes);
-- `pgcheckpoint.retried`: the op lost its connection and ran again on another;
-- `pgcheckpoint.values.whole`, `pgcheckpoint.values.delta`: channel values a
-  put stored whole, and as deltas on an earlier version;
-- `pgcheckpoint.cache.seed.hits` / `.misses`, `pgcheckpoint.cache.write.hits` /
-  `.misses`: decoded DeltaChannel values found in the caches, or decoded;
-- `pgcheckpoint.cache.piece.hits` / `.misses`: pieces of stored lists (a full
-  list, a delta) that `get_tuple` found decoded, or decoded;
-- `pgcheckpoint.lock.wait_duration`: seconds `lock_thread` waited for the lock;
-- `pgcheckpoint.thread_id`: only with `Telemetry(thread_ids=True)`; without
-  it, the thread ids of the op are also cut out of recorded exception messages.
-
-Metrics (meter `pgcheckpoint`): `pgcheckpoint.operation.duration` (histogram,
-seconds, by `db.operation.name`, `pgcheckpoint.outcome` ok / error / cancelled,
-`error.type`, `db.namespace`), the counters `pgcheckpoint.bytes.stored`,
-`pgcheckpoint.bytes.read`, `pgcheckpoint.retries`, `pgcheckpoint.thread_busy`
-(`ThreadBusyError`) and `pgcheckpoint.decryption_errors` (`DecryptionError`),
-and for the pools of the savers: `db.client.connection.count` (by
-`db.client.connection.state` idle / used), `db.client.connection.max` and
-`db.client.connection.pending_requests`, by `db.client.connection.pool.name`.
+No id, and no exception's message, unless `Telemetry(thread_ids=True)`: with
+ids off a span records an exception's type, a fixed description and its
+frames (`pgcheckpoint.telemetry.exceptions`). Nothing OpenTelemetry raises
+changes an operation's outcome: it is logged once per kind; a span processor
+slower than `SLOW_SPAN_CALL` seconds makes the saver stop tracing (not metering).
 
 Example:
     >>> from opentelemetry.sdk.trace import TracerProvider  # doctest: +SKIP
@@ -50,7 +27,6 @@ Example:
 
 from __future__ import annotations
 
-import traceback
 import weakref
 from collections.abc import Iterable, Iterator
 from time import perf_counter
@@ -64,7 +40,8 @@ from psycopg.pq import TransactionStatus
 
 from ..errors import DecryptionError, ThreadBusyError
 from ..ops import Row, Stmt
-from .activity import Activity
+from .activity import Activity, Plain, logger
+from .exceptions import recorded_text, type_name
 
 __all__ = ["Otel", "Traced"]
 
@@ -83,11 +60,26 @@ _MISSING: Any = object()
 DURATION_BUCKETS = (
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 )  # fmt: skip
-# Statement parameters that hold thread ids.
-_THREAD_PARAMS = ("thread_id", "source_thread_id", "target_thread_id")
-_REDACTED = "<thread_id>"
+# Seconds a span processor may take to start or end a span. It runs on the
+# caller's thread, so a slower one (an exporter waiting for its collector)
+# would slow every operation as much: the saver stops tracing instead.
+SLOW_SPAN_CALL = 1.0
+# Statement parameters that name the thread of an op (`target_thread_id`: a copy's).
+_THREAD_PARAMS = ("thread_id", "source_thread_id")
 # The statement that waits for a thread's lock on purpose.
 _LOCK_WAIT = "wait_thread_lock"
+# The span of an activity that has none: every call a no-op.
+_NO_SPAN: Any = trace.INVALID_SPAN
+
+# What the log says, once per kind, of OpenTelemetry failing where the saver calls it.
+_FAILURES = {
+    "start": "a span processor or sampler raised %s when pgcheckpoint started a span: "
+    "operations run without their spans while it does; fix or remove it (reported once)",
+    "end": "a span processor raised %s when pgcheckpoint ended a span: operations go on, "
+    "but their spans may not be exported; fix or remove it (reported once)",
+    "record": "OpenTelemetry raised %s as a span was described; operations go on (reported once)",
+    "metrics": "OpenTelemetry raised %s as a metric was recorded; operations go on (reported once)",
+}
 
 
 def _version() -> str:
@@ -113,6 +105,11 @@ def _sends(provider: Any) -> bool:
 
 class Otel:
     """A `Telemetry`'s tracer and instruments, and whether its providers send anything.
+
+    Attributes:
+        tracing: False once a span processor took more than `SLOW_SPAN_CALL`
+            seconds to start or end a span: operations record no spans from
+            then on (their metrics still).
 
     Example:
         >>> Otel(Telemetry()).listening()  # doctest: +SKIP
@@ -168,6 +165,8 @@ class Otel:
             and hasattr(trace, "_TRACER_PROVIDER")
             and hasattr(_metrics_internal, "_METER_PROVIDER")
         )
+        self.tracing = True
+        self._reported: set[str] = set()
 
     def listening(self) -> bool:
         """Whether a tracer or meter provider that sends something is configured."""
@@ -205,9 +204,34 @@ class Otel:
         """A traced activity of an operation (see `Telemetry.observe`)."""
         return Traced(self, name, subject, schema=schema, sweep=sweep, thread_id=thread_id)
 
+    def failed(self, what: str, exc: Exception) -> None:
+        """OpenTelemetry raised `exc` where the saver called it (`_FAILURES`): log it once."""
+        if what in self._reported:
+            return
+        self._reported.add(what)
+        # its traceback may quote a span's content: with ids on only
+        shown = exc if self.telemetry.thread_ids else None
+        logger.warning(_FAILURES[what], Plain(type_name(exc)), exc_info=shown)
+
+    def took(self, what: str, seconds: float) -> None:
+        """A span processor took `seconds` to `what` ("start", "end") a span."""
+        if seconds <= SLOW_SPAN_CALL or not self.tracing:
+            return
+        self.tracing = False
+        logger.warning(
+            "a span processor took %.1f s to %s a span, on the thread of the operation: "
+            "pgcheckpoint records no more spans with this Telemetry (its metrics go on); "
+            "export through a BatchSpanProcessor, which does not block its caller",
+            seconds,
+            Plain(what),
+        )
+
 
 class Traced(Activity):
     """An activity that records a span and metrics.
+
+    Nothing OpenTelemetry raises changes the operation's outcome, and the
+    span's context is detached whatever happens (`Otel.failed`, `Otel.took`).
 
     Example:
         >>> with otel.activity("put", None, schema="public", sweep=False):  # doctest: +SKIP
@@ -216,7 +240,6 @@ class Traced(Activity):
 
     __slots__ = (
         "_ctx",
-        "_ids",
         "_initial",
         "_lock_wait",
         "_mark",
@@ -250,16 +273,18 @@ class Traced(Activity):
         sweep: bool,
         thread_id: str | None = None,
     ) -> None:
-        super().__init__(name, subject)
+        super().__init__(name, subject, thread_ids=otel.telemetry.thread_ids)
         self._otel = otel
         self._schema = schema
         self._sweep = sweep
         self._names: dict[str, None] = {}
         self._notes: dict[str, int] = {}
-        if thread_id is not None:
-            thread_id = str(thread_id)  # lock_thread takes what check_id takes, ints too
-        self._ids: set[str] = set() if thread_id is None else {thread_id}
-        self._thread_id = thread_id
+        # The thread the span names, with ids on. lock_thread passes what it
+        # was given (check_id takes ints too); anything else waits for the
+        # statements, whose parameters the op has checked.
+        self._thread_id: str | None = None
+        if self.thread_ids and type(thread_id) in (str, int):
+            self._thread_id = str(thread_id)
         self._namespace: str | None = None
         self._statements = self._rows = self._sent = self._received = self._round_trips = 0
         self._stmt: Stmt | None = None
@@ -267,21 +292,34 @@ class Traced(Activity):
         self._lock_wait = 0.0
         self._pipelined = self._retried = False
         self._initial: dict[str, Any] = {}
-        self.span: Any = None
+        self.span: Any = None  # until entered; then _NO_SPAN when it records none
+        self._ctx: Any = None  # the token of the span's context, once attached
 
     def __enter__(self) -> Traced:
         super().__enter__()
-        self.span = self._otel.tracer.start_span(
-            f"pgcheckpoint.{self.operation}",
-            kind=SpanKind.INTERNAL if self._sweep else SpanKind.CLIENT,
-            attributes={
-                "db.system.name": "postgresql",
-                "db.operation.name": self.operation,
-                **self._initial,
-            },
-        )
-        self._ctx = context.attach(trace.set_span_in_context(self.span))
-        self._start = self._mark = perf_counter()
+        otel = self._otel
+        self.span = _NO_SPAN
+        now = perf_counter()
+        if otel.tracing:
+            started = now
+            try:
+                span = otel.tracer.start_span(
+                    f"pgcheckpoint.{self.operation}",
+                    kind=SpanKind.INTERNAL if self._sweep else SpanKind.CLIENT,
+                    attributes={
+                        "db.system.name": "postgresql",
+                        "db.operation.name": self.operation,
+                        **self._initial,
+                    },
+                )
+            except Exception as exc:
+                otel.failed("start", exc)
+            else:
+                self.span = span
+                self._ctx = context.attach(trace.set_span_in_context(span))
+            now = perf_counter()
+            otel.took("start", now - started)
+        self._start = self._mark = now
         return self
 
     def connected(self, conn: Any, *, atomic: bool, pipelined: bool) -> None:
@@ -291,7 +329,10 @@ class Traced(Activity):
             where["db.namespace"] = self._namespace = f"{info.dbname}.{self._schema}"
         if info.host:
             where["server.address"], where["server.port"] = info.host, info.port
-        self.span.set_attributes(where)
+        try:
+            self.span.set_attributes(where)
+        except Exception as exc:
+            self._otel.failed("record", exc)
         # Whether the driver opens a transaction (or a savepoint), as `_run_on`
         # decides; the counts below match libpq's protocol trace.
         idle = info.transaction_status == TransactionStatus.IDLE
@@ -307,16 +348,13 @@ class Traced(Activity):
     def starting(self, stmt: Stmt) -> None:
         self.statement = stmt.name
         self._stmt = stmt
-        params = stmt.params
-        for key in _THREAD_PARAMS:
-            value = params.get(key)
-            if isinstance(value, str):
-                self._ids.add(value)
-                if self._thread_id is None and key != "target_thread_id":
+        if self._thread_id is None and self.thread_ids:
+            params = stmt.params
+            for key in _THREAD_PARAMS:
+                value = params.get(key)
+                if isinstance(value, str):
                     self._thread_id = value
-        many = params.get("thread_ids")
-        if isinstance(many, list):
-            self._ids.update(t for t in many if isinstance(t, str))
+                    break
 
     def finished(self, rows: list[Row] | None, exc: BaseException | None = None) -> None:
         stmt, self._stmt = self._stmt, None  # its parameters are not kept past this
@@ -337,7 +375,10 @@ class Traced(Activity):
 
     def retrying(self) -> None:
         self._retried = True
-        self.span.add_event("pgcheckpoint.retry")
+        try:
+            self.span.add_event("pgcheckpoint.retry")
+        except Exception as exc:
+            self._otel.failed("record", exc)
 
     def note(self, key: str, count: int) -> None:
         self._notes[key] = self._notes.get(key, 0) + count
@@ -347,52 +388,54 @@ class Traced(Activity):
             self._namespace = str(value)
         if self.span is None:  # not started yet: an attribute samplers see
             self._initial[key] = value
-        else:
+            return
+        try:
             self.span.set_attribute(key, value)
+        except Exception as exc:
+            self._otel.failed("record", exc)
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         duration = perf_counter() - self._start
-        span, otel = self.span, self._otel
+        otel, span = self._otel, self.span
+        error_type = None
+        if exc is None:
+            outcome = "ok"
+        elif isinstance(exc, Exception):
+            outcome, error_type = "error", type_name(exc)
+        else:  # cancelled, interrupted: not the operation's failure
+            outcome = "cancelled"
         try:
-            self._set_attributes()
-            error_type = None
-            if exc is None:
-                outcome = "ok"
-            elif isinstance(exc, Exception):
-                outcome, error_type = "error", _type_name(exc)
-                self._record_error(exc, error_type)
-            else:  # cancelled, interrupted: not the operation's failure
-                outcome = "cancelled"
-            metric_attributes: dict[str, Any] = {
-                "db.system.name": "postgresql",
-                "db.operation.name": self.operation,
-                "pgcheckpoint.outcome": outcome,
-            }
-            if self._namespace is not None:
-                metric_attributes["db.namespace"] = self._namespace
-            if error_type is not None:
-                metric_attributes["error.type"] = error_type
-            otel.duration.record(duration, metric_attributes)
-            by_op = {"db.operation.name": self.operation}
-            if self._sent:
-                otel.bytes_stored.add(self._sent, by_op)
-            if self._received:
-                otel.bytes_read.add(self._received, by_op)
-            if self._retried:
-                otel.retries.add(1, by_op)
-            if not self._sweep:  # a sweep's errors were counted in its ops
-                if isinstance(exc, ThreadBusyError):
-                    otel.thread_busy.add(1, by_op)
-                elif isinstance(exc, DecryptionError):
-                    otel.decryption_errors.add(1, by_op)
+            if span is not _NO_SPAN:
+                try:
+                    self._set_attributes()
+                    if exc is not None and error_type is not None:
+                        self._record_error(exc, error_type)
+                except Exception as failure:
+                    otel.failed("record", failure)
+            try:
+                self._record_metrics(duration, outcome, error_type, exc)
+            except Exception as failure:
+                otel.failed("metrics", failure)
         finally:
+            try:
+                if span is not _NO_SPAN:
+                    self._end(span)
+            finally:
+                if self._ctx is not None:
+                    context.detach(self._ctx)
+                parent = self.parent
+                if isinstance(parent, Traced):
+                    parent._ops += 1
+                super().__exit__(exc_type, exc, tb)
+
+    def _end(self, span: Any) -> None:
+        otel = self._otel
+        started = perf_counter()
+        try:
             span.end()
-            context.detach(self._ctx)
-            parent = self.parent
-            if isinstance(parent, Traced):
-                parent._ids |= self._ids
-                parent._ops += 1
-            super().__exit__(exc_type, exc, tb)
+        except Exception as failure:
+            otel.failed("end", failure)
+        otel.took("end", perf_counter() - started)
 
     def _set_attributes(self) -> None:
         span = self.span
@@ -415,46 +458,56 @@ class Traced(Activity):
                 span.set_attribute("pgcheckpoint.lock.wait_duration", self._lock_wait)
         if self._notes:
             span.set_attributes(self._notes)
-        if self._thread_id is not None and self._otel.telemetry.thread_ids:
+        if self._thread_id is not None:  # only with ids on
             span.set_attribute("pgcheckpoint.thread_id", self._thread_id)
 
     def _record_error(self, exc: BaseException, error_type: str) -> None:
+        # With ids off, nothing of the exception's text: its type, a fixed
+        # description and the frames it came through. Its message may hold an
+        # id in any escaping (repr, JSON, cut short), or a piece of a value.
+        message, stack = recorded_text(exc, thread_ids=self.thread_ids)
         span = self.span
-        message = str(exc)
-        stack = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        if not self._otel.telemetry.thread_ids:
-            ids = set(self._ids)
-            for attr in ("thread_id", "thread_ids"):
-                found = getattr(exc, attr, None)
-                if isinstance(found, str):
-                    ids.add(found)
-                elif isinstance(found, list | tuple):
-                    ids.update(t for t in found if isinstance(t, str))
-            message, stack = _redact(message, ids), _redact(stack, ids)
-        span.record_exception(
-            exc,
-            attributes={"exception.message": message, "exception.stacktrace": stack},
-            escaped=True,
+        span.add_event(
+            "exception",
+            {
+                "exception.type": error_type,
+                "exception.message": message,
+                "exception.stacktrace": stack,
+                "exception.escaped": "True",
+            },
         )
         span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {message}"))
         span.set_attribute("error.type", error_type)
         sqlstate = getattr(exc, "sqlstate", None)
-        if isinstance(sqlstate, str):
+        if isinstance(sqlstate, str) and len(sqlstate) == 5 and sqlstate.isalnum():
             span.set_attribute("db.response.status_code", sqlstate)
 
-
-def _type_name(exc: BaseException) -> str:
-    cls = type(exc)
-    return (
-        cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
-    )
-
-
-def _redact(text: str, ids: Iterable[str]) -> str:
-    for thread_id in sorted(ids, key=len, reverse=True):  # a longer id may hold a shorter one
-        if thread_id:
-            text = text.replace(thread_id, _REDACTED)
-    return text
+    def _record_metrics(
+        self, duration: float, outcome: str, error_type: str | None, exc: BaseException | None
+    ) -> None:
+        otel = self._otel
+        metric_attributes: dict[str, Any] = {
+            "db.system.name": "postgresql",
+            "db.operation.name": self.operation,
+            "pgcheckpoint.outcome": outcome,
+        }
+        if self._namespace is not None:
+            metric_attributes["db.namespace"] = self._namespace
+        if error_type is not None:
+            metric_attributes["error.type"] = error_type
+        otel.duration.record(duration, metric_attributes)
+        by_op = {"db.operation.name": self.operation}
+        if self._sent:
+            otel.bytes_stored.add(self._sent, by_op)
+        if self._received:
+            otel.bytes_read.add(self._received, by_op)
+        if self._retried:
+            otel.retries.add(1, by_op)
+        if not self._sweep:  # a sweep's errors were counted in its ops
+            if isinstance(exc, ThreadBusyError):
+                otel.thread_busy.add(1, by_op)
+            elif isinstance(exc, DecryptionError):
+                otel.decryption_errors.add(1, by_op)
 
 
 def _value_bytes(values: Iterable[Any]) -> int:
