@@ -11,7 +11,7 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check
 WHEEL_SOURCES := pyproject.toml README.md $(shell find src sql migrations -type f \
 	-not -path '*/__pycache__/*' -not -name '*.pyc' 2>/dev/null)
 
-.PHONY: venv install test lint bench demo docs sync-twin schema-sql
+.PHONY: venv install test official-tests lint bench demo docs sync-twin schema-sql
 
 venv: $(BIN)/python
 
@@ -30,6 +30,12 @@ install: venv
 # pytest's exit code stands, so a run that collects no test (5) fails too
 test: install
 	$(BIN)/pytest -n 2 $(PYTEST_ARGS) tests
+
+# the official saver's own tests (langgraph-checkpoint-postgres 3.2.0) against pgcheckpoint:
+# tests/official fetches them with pip once, into $XDG_CACHE_HOME/pgcheckpoint, and
+# skips without a network; docs/moving.md lists the cases that differ
+official-tests: install
+	$(BIN)/pytest $(PYTEST_ARGS) tests/official
 
 lint: install
 	$(BIN)/ruff check src tests migrations tools bench examples

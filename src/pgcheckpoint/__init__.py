@@ -44,6 +44,7 @@ from .errors import (
     ThreadConflictError,
     UnreadableValueError,
     UnserializableValueError,
+    WrongTypeError,
 )
 from .telemetry.config import Telemetry
 from .validate import libpq_dsn
@@ -69,6 +70,7 @@ __all__ = [
     "ThreadLock",
     "UnreadableValueError",
     "UnserializableValueError",
+    "WrongTypeError",
     "libpq_dsn",
     "maintenance_lock_key",
     "rotate_key",

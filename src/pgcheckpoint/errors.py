@@ -12,6 +12,8 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
+
 from psycopg_pool import PoolTimeout
 
 __all__ = [
@@ -28,6 +30,7 @@ __all__ = [
     "ThreadConflictError",
     "UnreadableValueError",
     "UnserializableValueError",
+    "WrongTypeError",
 ]
 
 
@@ -49,6 +52,19 @@ class InvalidInputError(PgCheckpointError, ValueError):
     Example:
         >>> InvalidInputError("'thread_id' contains a NUL character")
         InvalidInputError("'thread_id' contains a NUL character")
+    """
+
+
+class WrongTypeError(InvalidInputError, TypeError):
+    """An argument is of a type the method does not take; nothing was done.
+
+    One thread id given as a string where `prune` takes a list of them, a
+    limit that is no int. Also a `TypeError`, which the official saver raises
+    there, so code written for it keeps catching it.
+
+    Example:
+        >>> issubclass(WrongTypeError, (InvalidInputError, TypeError))
+        True
     """
 
 
@@ -154,16 +170,20 @@ class DecryptionError(UnreadableValueError):
     """
 
 
-class DriverMismatchError(PgCheckpointError, NotImplementedError):
+class DriverMismatchError(PgCheckpointError, NotImplementedError, asyncio.InvalidStateError):
     """A saver was used the way only the other driver can serve.
 
     `PostgresSaver` called from async code (`graph.ainvoke`, `astream`,
     `aget_state`), or `AsyncPostgresSaver`'s sync methods called where its
     event loop cannot run them (on that loop itself, or once it stopped).
-    Also a `NotImplementedError`, which LangGraph's base class raises there.
+    Also a `NotImplementedError`, which LangGraph's base class raises for the
+    first, and an `asyncio.InvalidStateError`, which the official
+    `AsyncPostgresSaver` raises for a sync call on its loop, so handlers
+    written for either keep catching it.
 
     Example:
-        >>> issubclass(DriverMismatchError, (PgCheckpointError, NotImplementedError))
+        >>> import asyncio
+        >>> issubclass(DriverMismatchError, (NotImplementedError, asyncio.InvalidStateError))
         True
     """
 

@@ -16,7 +16,7 @@ from langchain_core.runnables import RunnableConfig
 from psycopg import ProgrammingError
 from psycopg.conninfo import conninfo_to_dict
 
-from .errors import InvalidInputError
+from .errors import InvalidInputError, WrongTypeError
 
 __all__ = [
     "MAX_INT4",
@@ -45,8 +45,9 @@ def check_id(kind: str, value: Any) -> str:
 
     Ints, UUIDs and other scalars are turned into their string form, as
     LangGraph does. Bytes, booleans and collections (a list where one id was
-    meant), NUL characters, unpaired surrogates and over-long values are
-    refused with a message that says what to change.
+    meant) are refused with `WrongTypeError` (a `TypeError`), NUL characters,
+    unpaired surrogates and over-long values with `InvalidInputError`, each
+    with a message that says what to change.
 
     Example:
         >>> check_id("thread_id", 42)
@@ -65,9 +66,9 @@ def check_id(kind: str, value: Any) -> str:
     if value is None:
         raise InvalidInputError(f"{kind!r} is missing; pass it in config['configurable']")
     if isinstance(value, bytes | bytearray | memoryview):
-        raise InvalidInputError(f"{kind!r} must be a string, not bytes")
+        raise WrongTypeError(f"{kind!r} must be a string, not bytes")
     if isinstance(value, bool) or (isinstance(value, Iterable) and not isinstance(value, str)):
-        raise InvalidInputError(
+        raise WrongTypeError(
             f"{kind!r} must be a string (or an int or UUID), not {type(value).__name__} "
             f"{_short(value)}; pass one id"
         )
@@ -96,17 +97,22 @@ def check_id(kind: str, value: Any) -> str:
 def check_id_list(name: str, values: Any, *, kind: str = "thread_id") -> list[str]:
     """Validate a list of ids (`prune`, `delete_for_runs`): sorted, each once.
 
+    One id given as a string, or anything that is no list, raises
+    `WrongTypeError`, a `TypeError` as the official saver raises.
+
     Example:
         >>> check_id_list("thread_ids", ["b", "a", "b"])
         ['a', 'b']
     """
     ids = kind.replace("_id", " ids")
-    if isinstance(values, str | bytes | bytearray) or not isinstance(values, Iterable):
-        raise InvalidInputError(
-            f"{name} must be a list of {ids}, not {type(values).__name__} {_short(values)}"
+    if isinstance(values, str):
+        # iterating it would take each character for an id
+        raise WrongTypeError(
+            f"{name} must be a list of {ids}, not a str ({_short(values)}); "
+            f"pass [{_short(values)}] for one"
         )
-    if isinstance(values, Mapping):
-        raise InvalidInputError(f"{name} must be a list of {ids}, not a {type(values).__name__}")
+    if not isinstance(values, Iterable) or isinstance(values, bytes | bytearray | Mapping):
+        raise WrongTypeError(f"{name} must be a list of {ids}, not {_a(values)} ({_short(values)})")
     return sorted({check_id(kind, v) for v in values})
 
 
@@ -119,7 +125,7 @@ def check_count(name: str, value: Any, *, minimum: int = 0, maximum: int | None 
     """
     if isinstance(value, bool) or not isinstance(value, int):
         kind = type(value).__name__
-        raise InvalidInputError(f"{name} must be an int, not {kind} {_short(value)}")
+        raise WrongTypeError(f"{name} must be an int, not {kind} {_short(value)}")
     if value < minimum:
         raise InvalidInputError(f"{name} must be at least {minimum}, not {value}")
     if maximum is not None and value > maximum:
@@ -138,7 +144,7 @@ def check_schema(schema: Any) -> str:
         'Tenant A'
     """
     if not isinstance(schema, str):
-        raise InvalidInputError(f"schema must be a string, not {type(schema).__name__}")
+        raise WrongTypeError(f"schema must be a string, not {type(schema).__name__}")
     if not schema:
         raise InvalidInputError("schema name is empty; pass a name such as 'public'")
     if "\x00" in schema:
@@ -160,6 +166,12 @@ def check_schema(schema: Any) -> str:
             "own schemas; use another name"
         )
     return schema
+
+
+def _a(value: Any) -> str:
+    """'a str', 'an int': the type of `value` with its article."""
+    kind = type(value).__name__
+    return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
 
 
 def _short(value: Any) -> str:

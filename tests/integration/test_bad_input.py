@@ -183,6 +183,24 @@ async def test_an_id_that_is_not_one_id_is_refused(
     assert total_rows(db_dsn) == before
 
 
+@pytest.mark.parametrize("strategy", ["keep_latest", "delete"])
+async def test_one_thread_id_as_a_string_is_a_type_error_and_prunes_nothing(
+    api: SaverApi, db_dsn: str, strategy: str
+) -> None:
+    for tid in ("ab", "a", "b"):  # what iterating "ab" would have pruned
+        for _ in range(2):
+            await api.put(generate_config(tid), generate_checkpoint(), generate_metadata(), {})
+    before = total_rows(db_dsn)
+    # a TypeError, as the official saver raises, and still an InvalidInputError
+    with pytest.raises(TypeError, match="not a str") as refused:
+        await api.prune("ab", strategy=strategy)
+    assert isinstance(refused.value, InvalidInputError)
+    assert "pass ['ab'] for one" in str(refused.value)
+    with pytest.raises(TypeError, match="not a str"):
+        await api.delete_for_runs("run-1")
+    assert total_rows(db_dsn) == before
+
+
 @pytest.mark.parametrize(
     ("limit", "message"), [(True, "must be an int"), (-1, "at least 0"), ("3", "must be an int")]
 )

@@ -7,6 +7,7 @@ import threading
 from typing import Any, TypedDict
 
 import pytest
+from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.conformance.test_utils import generate_config
 from langgraph.graph import END, START, StateGraph
 from psycopg_pool import AsyncConnectionPool
@@ -91,3 +92,24 @@ def test_the_async_saver_refuses_sync_calls_while_its_loop_is_stopped(db_dsn: st
     finally:
         loop.run_until_complete(pool.close())
         loop.close()
+
+
+async def test_a_sync_call_on_the_async_savers_loop_is_an_invalid_state_error(
+    db_dsn: str,
+) -> None:
+    async with AsyncPostgresSaver.from_conn_string(db_dsn) as saver:
+        await saver.setup()
+        config = await saver.aput(generate_config("t1"), empty_checkpoint(), {}, {})
+        # what the official AsyncPostgresSaver raises there, so its callers' handlers catch it
+        for call in (
+            lambda: saver.get_tuple(config),
+            lambda: list(saver.list(None)),
+            lambda: saver.prune(["t1"]),
+        ):
+            with pytest.raises(asyncio.InvalidStateError) as refused:
+                call()
+            assert isinstance(refused.value, DriverMismatchError)
+            assert "called from the event loop it runs on" in str(refused.value)
+        # from another thread the same calls run
+        assert (await asyncio.to_thread(saver.get_tuple, config)) is not None
+        await asyncio.to_thread(saver.prune, ["t1"])
