@@ -171,8 +171,12 @@ async def test_the_factory_sweeps_the_ttl_block_in_the_background(
     async with checkpointer(env) as saver:
         idle, fresh = await chain(saver), await chain(saver)
         age(db_dsn, idle)
-        for _ in range(200):
-            if checkpoints(db_dsn, idle) == 0:
+
+        def swept() -> bool:  # logged after the sweep's last transaction
+            return any(r.getMessage().startswith("ttl sweep: deleted") for r in caplog.records)
+
+        for _ in range(600):
+            if swept():
                 break
             await asyncio.sleep(0.05)
         assert checkpoints(db_dsn, idle) == 0

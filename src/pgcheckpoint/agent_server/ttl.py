@@ -75,10 +75,12 @@ async def ttl_sweeper(saver: AsyncPostgresSaver, policy: TTLPolicy) -> None:
         >>> task = asyncio.create_task(ttl_sweeper(saver, policy))  # doctest: +SKIP
         >>> task.cancel()  # doctest: +SKIP
     """
+    idle = _span(policy.ttl)
     logger.info(
-        "ttl sweeper: %s threads idle for %s, every %s",
-        "deleting" if policy.strategy == "delete" else "trimming to their latest checkpoint",
-        _span(policy.ttl),
+        "ttl sweeper: %s, every %s",
+        f"deleting threads idle for {idle}"
+        if policy.strategy == "delete"
+        else f"trimming threads idle for {idle} to their latest checkpoint",
         _span(policy.interval),
     )
     while True:
@@ -109,6 +111,7 @@ async def ttl_sweeper(saver: AsyncPostgresSaver, policy: TTLPolicy) -> None:
 
 def _span(span: timedelta) -> str:
     seconds = span.total_seconds()
-    if seconds < 120:
-        return f"{seconds:g}s"
-    return f"{seconds / 60:g} min"
+    for unit, size in (("days", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= 2 * size:
+            return f"{seconds / size:g} {unit}"
+    return f"{seconds:g}s"
