@@ -108,8 +108,8 @@ async def test_a_database_that_does_not_answer_fails_the_start_with_one_line() -
             pass
     message = str(refused.value)
     assert "\n" not in message
-    assert message.startswith(f"pgcheckpoint cannot reach PostgreSQL at 127.0.0.1:{port}/app")
-    assert "point POSTGRES_URI at it" in message
+    assert message.startswith(f"pgcheckpoint cannot connect to PostgreSQL at 127.0.0.1:{port}/app")
+    assert "Connection refused" in message and "that POSTGRES_URI names it" in message
     assert isinstance(refused.value, psycopg.OperationalError)
 
 

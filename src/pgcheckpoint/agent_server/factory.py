@@ -36,7 +36,7 @@ CONNECT_TIMEOUT = 10
 
 
 class DatabaseUnreachableError(PgCheckpointError, OperationalError):
-    """The server could not start: PostgreSQL did not answer the factory's first connection.
+    """The server could not start: the factory's first connection to PostgreSQL failed.
 
     Example:
         >>> issubclass(DatabaseUnreachableError, OperationalError)
@@ -69,7 +69,7 @@ async def checkpointer(
     Example:
         >>> # langgraph.json: "checkpointer": {"path": "pgcheckpoint.agent_server.checkpointer"}
         >>> async with checkpointer({"PGCHECKPOINT_DSN": DSN}) as saver:  # doctest: +SKIP
-        ...     graph = builder.compile(checkpointer=saver)
+        ...     await saver.aget_tuple({"configurable": {"thread_id": "t1"}})
     """
     settings = ServerSettings.from_env(environ)
     dsn = settings.dsn
@@ -113,8 +113,9 @@ async def _check_reachable(dsn: str, source: str) -> None:
     except OperationalError as exc:
         reason = re.sub(r"\s+", " ", str(exc)).strip()
         raise DatabaseUnreachableError(
-            f"pgcheckpoint cannot reach PostgreSQL at {_where(dsn)} (from {source}): {reason}; "
-            f"start the server or point {source} at it"
+            f"pgcheckpoint cannot connect to PostgreSQL at {_where(dsn)} (from {source}): "
+            f"{reason}; check that PostgreSQL runs there and that {source} names it "
+            "(host, port, user, password, database)"
         ) from None
     await conn.close()
 
