@@ -73,10 +73,6 @@ async def checkpointer(
     """
     settings = ServerSettings.from_env(environ)
     dsn = settings.dsn
-    if dsn == "embedded":
-        from ..contrib.embedded import embedded_dsn
-
-        dsn = await asyncio.to_thread(embedded_dsn)
     await _check_reachable(dsn, settings.dsn_source)
     serde = EncryptedSerde.from_env(environ=environ) if settings.encrypt else None
     pool = {"min_size": settings.pool_min_size, "max_size": settings.pool_max_size}

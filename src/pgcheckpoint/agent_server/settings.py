@@ -108,8 +108,7 @@ class ServerSettings:
 
     Attributes:
         dsn: The database (`PGCHECKPOINT_DSN`, else `POSTGRES_URI`, else
-            `DATABASE_URI` unless it is `:memory:`); `embedded` for the
-            embedded server of `.pgcheckpoint/pgdata`.
+            `DATABASE_URI` unless it is `:memory:`).
         dsn_source: The variable the DSN came from, for messages.
         schema: `PGCHECKPOINT_SCHEMA` (default `public`).
         pool_min_size: `PGCHECKPOINT_POOL_MIN_SIZE` (default 1).
@@ -177,7 +176,10 @@ def _dsn(env: Mapping[str, str]) -> tuple[str, str]:
         value = (env.get(name) or "").strip()
         if value and value != IN_MEMORY:
             if value == "embedded":
-                return value, name
+                raise InvalidInputError(
+                    f"{name}=embedded names the command line's embedded server, which the "
+                    "Agent Server's factory does not start: give the DSN of a running PostgreSQL"
+                )
             try:
                 return libpq_dsn(value), name
             except InvalidInputError as exc:
