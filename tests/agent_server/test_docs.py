@@ -58,8 +58,8 @@ async def test_a_langgraph_json_of_the_page_serves(
         assert done["paid"] is True
         ttl = config["checkpointer"].get("ttl")
         if ttl:
-            started = "ttl sweeper: trimming threads idle for 7 days to their latest checkpoint"
-            assert f"{started}, every 60 min" in server.output()
+            started = "ttl sweeper: trimming threads idle for 10080 min to their latest checkpoint"
+            assert f"{started}, every 3600 s" in server.output()
 
 
 def test_a_server_without_its_database_ends_with_the_line_the_page_shows(tmp_path: Path) -> None:

@@ -185,5 +185,5 @@ async def test_the_factory_sweeps_the_ttl_block_in_the_background(
         assert len(tasks) == 1
     assert tasks[0].done()
     said = [r.getMessage() for r in caplog.records]
-    assert "ttl sweeper: deleting threads idle for 60 min, every 0.2s" in said
+    assert "ttl sweeper: deleting threads idle for 60 min, every 0.2 s" in said
     assert any(m.startswith("ttl sweep: deleted 1 threads (3 checkpoints)") for m in said)

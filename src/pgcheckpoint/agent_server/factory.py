@@ -83,14 +83,11 @@ async def checkpointer(
         sweeper = None
         if settings.ttl is not None:
             sweeper = asyncio.create_task(ttl_sweeper(saver, settings.ttl), name="pgcheckpoint-ttl")
-        logger.info(
-            "pgcheckpoint checkpointer on %s (schema %r, pool of %d, %s, %s)",
-            _where(dsn),
-            settings.schema,
-            settings.pool_max_size,
-            "encrypted" if serde is not None else "not encrypted",
-            "ttl swept" if sweeper is not None else "no ttl",
-        )
+        # constant text and numbers: the library's log records name nothing configured
+        ready = "pgcheckpoint checkpointer ready: a pool of %d connections"
+        ready += ", values encrypted" if serde is not None else ", values not encrypted"
+        ready += ", thread TTL swept" if sweeper is not None else ""
+        logger.info(ready, settings.pool_max_size)
         try:
             yield saver
         finally:
@@ -124,7 +121,7 @@ async def _check_schema(saver: AsyncPostgresSaver, settings: ServerSettings) -> 
         return
     if not settings.auto_migrate:
         raise type(error)(f"{error}; or set PGCHECKPOINT_AUTO_MIGRATE=1") from None
-    logger.info("pgcheckpoint: migrating schema %r (PGCHECKPOINT_AUTO_MIGRATE)", settings.schema)
+    logger.info("pgcheckpoint: creating or upgrading the schema (PGCHECKPOINT_AUTO_MIGRATE=1)")
     await saver.setup()
 
 

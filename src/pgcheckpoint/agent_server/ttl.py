@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import suppress
-from datetime import timedelta
 
 from psycopg import Error
 
@@ -36,6 +35,10 @@ __all__ = ["BATCH_SIZE", "MAX_SWEEP_SECONDS", "sweep_once", "ttl_sweeper"]
 BATCH_SIZE = 10
 # A sweep starts no new batch after this long; the next sweep goes on.
 MAX_SWEEP_SECONDS = 20.0
+# What a sweep did, in constant text and numbers (a record of the library's logger
+# names no thread unless the saver records ids)
+_DELETED = "ttl sweep: deleted %d threads (%d checkpoints); %d skipped, %d failed"
+_TRIMMED = "ttl sweep: trimmed %d threads (%d checkpoints); %d skipped, %d failed"
 
 
 async def sweep_once(saver: AsyncPostgresSaver, policy: TTLPolicy) -> PruneReport | None:
@@ -75,43 +78,33 @@ async def ttl_sweeper(saver: AsyncPostgresSaver, policy: TTLPolicy) -> None:
         >>> task = asyncio.create_task(ttl_sweeper(saver, policy))  # doctest: +SKIP
         >>> task.cancel()  # doctest: +SKIP
     """
-    idle = _span(policy.ttl)
-    logger.info(
-        "ttl sweeper: %s, every %s",
-        f"deleting threads idle for {idle}"
-        if policy.strategy == "delete"
-        else f"trimming threads idle for {idle} to their latest checkpoint",
-        _span(policy.interval),
-    )
+    deleting = policy.strategy == "delete"
+    minutes, every = policy.ttl.total_seconds() / 60, policy.interval.total_seconds()
+    if deleting:
+        logger.info("ttl sweeper: deleting threads idle for %g min, every %g s", minutes, every)
+    else:
+        logger.info(
+            "ttl sweeper: trimming threads idle for %g min to their latest checkpoint, every %g s",
+            minutes,
+            every,
+        )
     while True:
-        await asyncio.sleep(policy.interval.total_seconds())
+        await asyncio.sleep(every)
         try:
             report = await sweep_once(saver, policy)
         except Exception as exc:  # the next sweep may find the database back
-            logger.warning(
-                "ttl sweep failed (%s: %s); trying again in %s",
-                type(exc).__name__,
-                str(exc).strip(),
-                _span(policy.interval),
-            )
+            logger.warning("ttl sweep failed (%s); trying again in %g s", exc, every)
             continue
         if report is None:
-            logger.debug("ttl sweep: another worker is sweeping schema %r", saver.schema)
+            logger.debug("ttl sweep: another worker is sweeping this schema")
         elif report.threads or report.skipped or report.failed:
+            message = _DELETED if deleting else _TRIMMED
+            if not report.complete:
+                message += "; the next sweep goes on"
             logger.info(
-                "ttl sweep: %s %d threads (%d checkpoints); %d skipped, %d failed%s",
-                "deleted" if policy.strategy == "delete" else "trimmed",
+                message,
                 report.threads,
                 report.checkpoints,
                 len(report.skipped),
                 len(report.failed),
-                "" if report.complete else "; the next sweep goes on",
             )
-
-
-def _span(span: timedelta) -> str:
-    seconds = span.total_seconds()
-    for unit, size in (("days", 86400), ("h", 3600), ("min", 60)):
-        if seconds >= 2 * size:
-            return f"{seconds / size:g} {unit}"
-    return f"{seconds:g}s"
