@@ -33,6 +33,14 @@ __all__ = ["CONNECT_TIMEOUT", "DatabaseUnreachableError", "checkpointer"]
 
 # How long the start waits for PostgreSQL before it gives up (seconds).
 CONNECT_TIMEOUT = 10
+# What the factory logs once ready, by (encrypted, TTL swept): constant text and
+# numbers, as every record of the library's logger
+_READY = {
+    (True, True): "pgcheckpoint checkpointer ready: a pool of %d, values encrypted, TTL swept",
+    (True, False): "pgcheckpoint checkpointer ready: a pool of %d, values encrypted",
+    (False, True): "pgcheckpoint checkpointer ready: a pool of %d, values not encrypted, TTL swept",
+    (False, False): "pgcheckpoint checkpointer ready: a pool of %d, values not encrypted",
+}
 
 
 class DatabaseUnreachableError(PgCheckpointError, OperationalError):
@@ -83,11 +91,7 @@ async def checkpointer(
         sweeper = None
         if settings.ttl is not None:
             sweeper = asyncio.create_task(ttl_sweeper(saver, settings.ttl), name="pgcheckpoint-ttl")
-        # constant text and numbers: the library's log records name nothing configured
-        ready = "pgcheckpoint checkpointer ready: a pool of %d connections"
-        ready += ", values encrypted" if serde is not None else ", values not encrypted"
-        ready += ", thread TTL swept" if sweeper is not None else ""
-        logger.info(ready, settings.pool_max_size)
+        logger.info(_READY[serde is not None, sweeper is not None], settings.pool_max_size)
         try:
             yield saver
         finally:

@@ -35,10 +35,16 @@ __all__ = ["BATCH_SIZE", "MAX_SWEEP_SECONDS", "sweep_once", "ttl_sweeper"]
 BATCH_SIZE = 10
 # A sweep starts no new batch after this long; the next sweep goes on.
 MAX_SWEEP_SECONDS = 20.0
-# What a sweep did, in constant text and numbers (a record of the library's logger
-# names no thread unless the saver records ids)
-_DELETED = "ttl sweep: deleted %d threads (%d checkpoints); %d skipped, %d failed"
-_TRIMMED = "ttl sweep: trimmed %d threads (%d checkpoints); %d skipped, %d failed"
+# What a sweep did, by strategy and whether it finished, in constant text and
+# numbers: a record of the library's logger names no thread unless ids are on
+_REPORTS = {
+    ("delete", True): "ttl sweep: deleted %d threads (%d checkpoints); %d skipped, %d failed",
+    ("delete", False): "ttl sweep: deleted %d threads (%d checkpoints); %d skipped, %d failed;"
+    " the next sweep goes on",
+    ("keep_latest", True): "ttl sweep: trimmed %d threads (%d checkpoints); %d skipped, %d failed",
+    ("keep_latest", False): "ttl sweep: trimmed %d threads (%d checkpoints); %d skipped, "
+    "%d failed; the next sweep goes on",
+}
 
 
 async def sweep_once(saver: AsyncPostgresSaver, policy: TTLPolicy) -> PruneReport | None:
@@ -98,11 +104,8 @@ async def ttl_sweeper(saver: AsyncPostgresSaver, policy: TTLPolicy) -> None:
         if report is None:
             logger.debug("ttl sweep: another worker is sweeping this schema")
         elif report.threads or report.skipped or report.failed:
-            message = _DELETED if deleting else _TRIMMED
-            if not report.complete:
-                message += "; the next sweep goes on"
             logger.info(
-                message,
+                _REPORTS[policy.strategy, report.complete],
                 report.threads,
                 report.checkpoints,
                 len(report.skipped),
