@@ -23,13 +23,15 @@ install: venv
 	rm -f dist/pgcheckpoint-*.whl
 	$(PIP) wheel --no-deps -w dist .
 	$(PIP) uninstall --yes --quiet pgcheckpoint
-	$(PIP) install "$$(ls dist/pgcheckpoint-*.whl)[test,lint]"
+	$(PIP) install "$$(ls dist/pgcheckpoint-*.whl)[test,lint,server]"
 	$(BIN)/python -c 'import sys, pgcheckpoint.contrib.embedded as m; \
 	sys.exit(None if "site-packages" in m.__file__ else f"pgcheckpoint imports from {m.__file__}")'
 
-# pytest's exit code stands, so a run that collects no test (5) fails too
+# pytest's exit code stands, so a run that collects no test (5) fails too; loadgroup keeps
+# the tests of one xdist_group (tests/agent_server, whose servers each module starts once)
+# on one worker
 test: install
-	$(BIN)/pytest -n 2 $(PYTEST_ARGS) tests
+	$(BIN)/pytest -n 2 --dist loadgroup $(PYTEST_ARGS) tests
 
 # the official saver's own tests (langgraph-checkpoint-postgres 3.2.0) against pgcheckpoint:
 # tests/official fetches them with pip once, into $XDG_CACHE_HOME/pgcheckpoint, and

@@ -41,6 +41,11 @@ Workloads:
 - telemetry: the calls of the ops workload on pgcheckpoint alone, as without
   opentelemetry, with its API and no SDK, and with the SDK and an in-memory
   exporter (`bench_telemetry`): what spans and metrics cost.
+- server: a short run (examples/agent-server's refund) through two `langgraph
+  dev` servers at once, one on pgcheckpoint's factory, one on a factory around
+  the official AsyncPostgresSaver (bench/official_factory.py): the p50 of one
+  run, and runs per second with 8 clients (bench_server.py; skipped without
+  the `server` extra).
 - memory: peak and steady RSS of a worker process serving thousands of threads
   (bench_memory.py), one process per saver, and pgcheckpoint with nothing cached.
 
@@ -74,11 +79,12 @@ from bench_live import run_live
 from bench_memory import run_memory
 from bench_ops import run_ops
 from bench_report import markdown_table, telemetry_table, wire_table
+from bench_server import run_server
 from bench_storage import run_storage
 from bench_telemetry import run_telemetry
 from bench_timing import QUICK, Plan, Results, log
 
-SECTIONS = ("ops", "agent", "concurrency", "storage", "live", "memory", "telemetry")
+SECTIONS = ("ops", "agent", "concurrency", "storage", "live", "server", "memory", "telemetry")
 MODES = ("sync", "async")
 
 
@@ -191,6 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "concurrency": lambda: run_concurrency(dbs, plan, modes, results),
             "storage": lambda: run_storage(dbs, plan, modes, recordings, results, kinds),
             "live": lambda: run_live(dbs, plan, modes, results),
+            "server": lambda: run_server(dbs, plan, results),
             "memory": lambda: run_memory(dbs, plan, results),
             "telemetry": lambda: run_telemetry(dbs, plan, modes, recordings[False], results),
         }

@@ -83,3 +83,24 @@ SELECT pg_backend_pid() AS backend_pid, EXISTS (
 -- client holds on a shared session.
 SELECT CASE WHEN pg_backend_pid() = %(backend_pid)s
             THEN pg_advisory_unlock(%(key)s::int8) END AS unlocked
+
+-- name: begin_ttl_sweep
+-- prepare: never
+-- The transaction that holds the TTL sweeper's lock (pgcheckpoint.agent_server)
+-- while its sweep runs on other connections.
+BEGIN
+
+-- name: try_ttl_sweep_lock
+-- prepare: never
+-- Try once to become the schema's one TTL sweeper, until this transaction ends.
+-- The transaction stays idle while the sweep runs: idle_in_transaction_session_timeout
+-- must not end it (and with it the lock) meanwhile.
+WITH idle AS MATERIALIZED (
+    SELECT set_config('idle_in_transaction_session_timeout', '0', true) AS idle
+)
+SELECT pg_try_advisory_xact_lock(%(key)s::int8) AS locked FROM idle
+
+-- name: end_ttl_sweep
+-- prepare: never
+-- Ends the sweeper's transaction, and with it the lock.
+ROLLBACK

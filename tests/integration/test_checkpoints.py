@@ -222,6 +222,27 @@ async def test_list_by_thread_namespace_id_before_and_limit(api: SaverApi) -> No
     assert await api.list(generate_config(thread())) == []
 
 
+async def test_list_before_a_checkpoint_as_the_agent_server_passes_it(api: SaverApi) -> None:
+    # LangGraph's Agent Server hands `before` on as its API's checkpoint: the ids at
+    # the top, no `configurable` (the SDK's history call with `before=`)
+    tid = thread()
+    root = await put_chain(api, tid, 4)
+    await put_chain(api, tid, 2, ns="sub:1")
+    mark = root[2]["configurable"]
+    checkpoint = {
+        "thread_id": tid,
+        "checkpoint_ns": "",
+        "checkpoint_id": mark["checkpoint_id"],
+        "checkpoint_map": {},
+    }
+    assert ids(await api.list(generate_config(tid), before=checkpoint)) == ids_of(root[:2])[::-1]
+    assert ids(await api.list(generate_config(tid), before=checkpoint, limit=1)) == ids_of(
+        root[1:2]
+    )
+    every_namespace = await api.list({"configurable": {"thread_id": tid}}, before=checkpoint)
+    assert ids(every_namespace) == ids_of(root[:2])[::-1]
+
+
 async def test_list_across_threads_when_config_is_none(api: SaverApi) -> None:
     first, second = thread(), thread()
     a = await put_chain(api, first, 2, owner="alice")

@@ -25,6 +25,8 @@ the one of that name):
 - `crontab`: the command of a crontab line (after its five time fields).
 - `ci`: `make` commands that `.ci/run` runs.
 - `install`: pip commands, run in a new virtualenv (slow).
+- `server`: run against LangGraph's Agent Server by tests/agent_server
+  (`test_docs.py` says how: a `json` block is a `langgraph.json` to serve).
 
 Options for every kind: `id=NAME` names a block; `after=NAME` runs that block
 (and what it comes after) first on the same database; `db=empty` gives a
@@ -52,7 +54,7 @@ DEFAULT_KINDS = {
     "console": "shell",
     "sql": "sql",
 }
-KINDS = {"python", "shell", "sql", "crontab", "ci", "install"}
+KINDS = {"python", "shell", "sql", "crontab", "ci", "install", "server"}
 
 _FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>```+|~~~+)(?P<info>.*)$")
 _DIRECTIVE = re.compile(r"^\s*<!--\s*check:\s*(?P<body>.*?)\s*-->\s*$")

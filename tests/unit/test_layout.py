@@ -23,7 +23,7 @@ LAYERS = [
     ("maintenance",),
     ("drivers",),
     ("threadview",),
-    ("cli", "contrib", "__main__"),
+    ("cli", "contrib", "agent_server", "__main__"),
 ]
 MAX_LINES = 600
 MAX_ROOT_MODULES = 8

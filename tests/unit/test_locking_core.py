@@ -15,6 +15,7 @@ from pgcheckpoint import InvalidInputError, PgCheckpointError, ThreadBusyError
 from pgcheckpoint.core.locks import (
     MAINTENANCE_LOCK_CLASS,
     THREAD_LOCK_CLASS,
+    TTL_SWEEP_LOCK_CLASS,
     ThreadLock,
     acquire_op,
     check_timeout,
@@ -22,7 +23,10 @@ from pgcheckpoint.core.locks import (
     lock_key,
     maintenance_lock_key,
     release_op,
+    release_ttl_sweep_lock_op,
     thread_lock_key,
+    try_ttl_sweep_lock_op,
+    ttl_sweep_lock_key,
 )
 from pgcheckpoint.drivers.thread_locks import pool_lock_slots, resume_command
 
@@ -316,3 +320,25 @@ def test_the_pg_cron_procedure_spells_the_same_lock_classes() -> None:
     text = (sql_dir() / "retention.sql").read_text(encoding="utf-8")
     assert f"maintenance_lock CONSTANT text := '{MAINTENANCE_LOCK_CLASS}';" in text
     assert f"run_lock CONSTANT text := '{THREAD_LOCK_CLASS}';" in text
+
+
+def test_the_ttl_sweep_lock_is_one_per_schema_and_no_thread_lock() -> None:
+    key = ttl_sweep_lock_key("public")
+    assert key == lock_key(TTL_SWEEP_LOCK_CLASS, "", "public")
+    assert key != ttl_sweep_lock_key("tenant_b")
+    assert key not in {thread_lock_key(""), maintenance_lock_key("")}
+
+
+def test_a_worker_becomes_the_ttl_sweeper_in_a_transaction_it_keeps_open() -> None:
+    sent, held = drive(try_ttl_sweep_lock_op("tenant_b"), [[], [{"locked": True}]])
+    assert [s.name for s in sent] == ["begin_ttl_sweep", "try_ttl_sweep_lock"]
+    assert sent[1].params == {"key": ttl_sweep_lock_key("tenant_b")}
+    assert held is True
+    sent, _ = drive(release_ttl_sweep_lock_op(), [[]])
+    assert [s.name for s in sent] == ["end_ttl_sweep"]
+
+
+def test_while_another_worker_sweeps_the_transaction_ends_at_once() -> None:
+    sent, held = drive(try_ttl_sweep_lock_op("public"), [[], [{"locked": False}], []])
+    assert [s.name for s in sent] == ["begin_ttl_sweep", "try_ttl_sweep_lock", "end_ttl_sweep"]
+    assert held is False

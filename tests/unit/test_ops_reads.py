@@ -14,7 +14,7 @@ from langgraph.checkpoint.conformance.test_utils import generate_config
 from psycopg.types.json import Jsonb
 from support.ops import drive, pieces_of, put, put_writes, saved_writes
 
-from pgcheckpoint import DecryptionError, EncryptedSerde
+from pgcheckpoint import DecryptionError, EncryptedSerde, InvalidInputError
 from pgcheckpoint.core.reads import decode_listed, get_tuple_op, list_op
 from pgcheckpoint.core.rows import MAX_CHAIN_DEPTH
 from pgcheckpoint.core.state import SaverState
@@ -263,6 +263,20 @@ def test_an_empty_page_needs_no_second_statement() -> None:
     sent, result = drive(list_op(SaverState(), {"configurable": {"thread_id": "t"}}), [[]])
     assert [s.name for s in sent] == ["list_thread_every_namespace"]  # no namespace given
     assert result == ([], None)
+
+
+def test_before_is_a_config_or_the_checkpoint_the_agent_server_passes() -> None:
+    config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    # the Agent Server's history call: its API's checkpoint, no `configurable`
+    served = {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": "c5", "checkpoint_map": {}}
+    for before in (generate_config("t", checkpoint_id="c5"), served):
+        sent, _ = drive(list_op(SaverState(), config, before=before), [[]])
+        assert sent[0].params["before"] == "c5"
+    for no_id in ({"configurable": {"thread_id": "t"}}, {"thread_id": "t"}, {}, None):
+        sent, _ = drive(list_op(SaverState(), config, before=no_id), [[]])
+        assert sent[0].params["before"] is None
+    with pytest.raises(InvalidInputError, match="checkpoint_id"):
+        drive(list_op(SaverState(), config, before={"checkpoint_id": ["c5"]}), [[]])
 
 
 def test_list_filters_go_to_the_statement_and_what_jsonb_cannot_hold_is_rechecked() -> None:

@@ -15,6 +15,10 @@ meet these with the same odds.
   delete never runs while a save is in flight, and waits for it instead.
 - `THREAD_LOCK_CLASS` ("pgcheckpoint/thread-lock"): the lock held while a worker
   runs a thread (`lock_thread`, `resume`; `thread_lock_key`).
+- `TTL_SWEEP_LOCK_CLASS` ("pgcheckpoint/ttl-sweep"): the lock of one schema
+  (`ttl_sweep_lock_key`) that the Agent Server factory's TTL sweeper holds
+  for a sweep, so one worker at a time sweeps (`try_ttl_sweep_lock_op`); a
+  transaction lock, in a transaction kept open for the sweep.
 - `LOCK_CLASS_MIGRATE` ("pgcm"): the two-key session lock `(LOCK_CLASS_MIGRATE,
   migration_lock_key(schema))` that serialises migrations of one schema.
 
@@ -62,6 +66,7 @@ __all__ = [
     "LOCK_CLASS_MIGRATE",
     "MAINTENANCE_LOCK_CLASS",
     "THREAD_LOCK_CLASS",
+    "TTL_SWEEP_LOCK_CLASS",
     "ThreadLock",
     "acquire_op",
     "check_timeout",
@@ -73,12 +78,16 @@ __all__ = [
     "migration_lock_key",
     "not_held_error",
     "release_op",
+    "release_ttl_sweep_lock_op",
     "thread_lock_key",
+    "try_ttl_sweep_lock_op",
+    "ttl_sweep_lock_key",
 ]
 
 LOCK_CLASS_MIGRATE = 0x7067636D
 MAINTENANCE_LOCK_CLASS = "pgcheckpoint/maintenance-lock"
 THREAD_LOCK_CLASS = "pgcheckpoint/thread-lock"
+TTL_SWEEP_LOCK_CLASS = "pgcheckpoint/ttl-sweep"
 # lock_timeout is an int of milliseconds; longer waits are waits without end.
 _MAX_LOCK_TIMEOUT_MS = 2**31 - 1
 
@@ -120,6 +129,48 @@ def maintenance_lock_key(thread_id: str, schema: str = "public") -> int:
         True
     """
     return lock_key(MAINTENANCE_LOCK_CLASS, thread_id, schema)
+
+
+def ttl_sweep_lock_key(schema: str = "public") -> int:
+    """The key of the lock a worker holds while it sweeps the thread TTL of `schema`.
+
+    A lock of the whole schema: `lock_key` with no thread id.
+
+    Example:
+        >>> ttl_sweep_lock_key("public") == lock_key(TTL_SWEEP_LOCK_CLASS, "", "public")
+        True
+    """
+    return lock_key(TTL_SWEEP_LOCK_CLASS, "", schema)
+
+
+def try_ttl_sweep_lock_op(schema: str) -> Op[bool]:
+    """Try once, on a reserved autocommit connection, to become the one TTL sweeper of `schema`.
+
+    True when this connection now holds the lock, in a transaction left open
+    until `release_ttl_sweep_lock_op` (a transaction lock pins one server
+    session behind a pooler too, and dies with the session); False when
+    another worker sweeps, and the connection holds nothing.
+
+    Example:
+        >>> next(try_ttl_sweep_lock_op("public")).name
+        'begin_ttl_sweep'
+    """
+    yield Stmt("begin_ttl_sweep")
+    rows = yield Stmt("try_ttl_sweep_lock", {"key": ttl_sweep_lock_key(schema)}, fetch=True)
+    if rows and rows[0]["locked"]:
+        return True
+    yield Stmt("end_ttl_sweep")
+    return False
+
+
+def release_ttl_sweep_lock_op() -> Op[None]:
+    """End the transaction `try_ttl_sweep_lock_op` left open, and with it the lock.
+
+    Example:
+        >>> next(release_ttl_sweep_lock_op()).name
+        'end_ttl_sweep'
+    """
+    yield Stmt("end_ttl_sweep")
 
 
 def migration_lock_key(schema: str) -> int:

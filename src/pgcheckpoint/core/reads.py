@@ -87,7 +87,7 @@ def list_op(
     thread_id = conf.get("thread_id")
     ns = conf.get("checkpoint_ns")
     checkpoint_id = conf.get("checkpoint_id")
-    before_id = get_checkpoint_id(before) if before else None
+    before_id = _before_id(before)
     if limit is not None:
         limit = check_count("limit", limit, maximum=None)
     if filter is not None and not isinstance(filter, Mapping):
@@ -136,6 +136,16 @@ def list_op(
         rows = yield from sealed_matches_op(saver, stmt, rows, filter, lossy, limit)
         return rows, None
     return rows, (filter if lossy else None)
+
+
+def _before_id(before: Mapping[str, Any] | None) -> Any:
+    # A config names the checkpoint in `configurable`; LangGraph's Agent Server
+    # passes its API's checkpoint instead: `checkpoint_id` at the top, no `configurable`.
+    if not before:
+        return None
+    if "configurable" in before:
+        return (before["configurable"] or {}).get("checkpoint_id")
+    return before.get("checkpoint_id")
 
 
 def sealed_matches_op(
