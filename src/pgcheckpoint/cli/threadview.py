@@ -316,8 +316,9 @@ def threads_command(args: argparse.Namespace) -> int:
 
 def show_command(args: argparse.Namespace) -> int:
     """Run `pgcheckpoint show`."""
+    from ..threadview.dot import dot_graph
     from ..threadview.ops import resolve_checkpoint_op, thread_page_op
-    from ..threadview.render import dot_graph, page_json, page_lines
+    from ..threadview.render import page_json, page_lines
 
     if args.values and args.dot:
         raise CliError("--dot draws the tree; drop --values", exit_code=EXIT_USAGE)

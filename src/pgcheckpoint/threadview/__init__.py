@@ -1,7 +1,7 @@
 """What a thread did, read from the tables without its graph.
 
 `pgcheckpoint threads` and `pgcheckpoint show` are built on this package, in
-five rooms:
+these rooms:
 
 - `model`: the data (`CheckpointNode`, `TaskInfo`, `SubgraphInfo`,
   `ThreadPage`, `ThreadSummary`, `ChannelChange`);
@@ -10,7 +10,7 @@ five rooms:
 - `payloads`: stored values as JSON and as one short line of text;
 - `ops`: the I/O-free ops that read a thread or a list of threads, run by
   `saver.run(op)`;
-- `render`: the drawn tree, the table, Graphviz DOT and JSON.
+- `render`: the drawn tree, the table and JSON; `dot`: Graphviz DOT.
 
 Example:
     >>> from pgcheckpoint.threadview import page_lines, thread_page_op
@@ -20,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+from .dot import dot_graph
 from .model import (
     SEALED,
     ChannelChange,
@@ -34,7 +35,6 @@ from .ops import checkpoint_values_op, recent_threads_op, resolve_checkpoint_op,
 from .payloads import jsonable, summarize
 from .render import (
     TreeRow,
-    dot_graph,
     page_json,
     page_lines,
     thread_json,
