@@ -126,6 +126,12 @@ LEFT JOIN LATERAL (
 ) h ON true
 ORDER BY w.n
 
+-- name: inspect_server_in_recovery
+-- Whether the server is a standby (in recovery): advisory locks are not
+-- replicated, so a standby cannot tell which thread locks the primary's
+-- sessions hold.
+SELECT pg_catalog.pg_is_in_recovery() AS in_recovery
+
 -- name: inspect_thread_lock_holders
 -- Which of the given thread-lock keys (pgcheckpoint.locking, one-bigint advisory
 -- locks) a session holds now.

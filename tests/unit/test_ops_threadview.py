@@ -33,9 +33,17 @@ from pgcheckpoint.threadview.ops import (
     resolve_checkpoint_op,
     thread_page_op,
 )
-from pgcheckpoint.threadview.render import node_details
+from pgcheckpoint.threadview.render import (
+    STANDBY_LOCKS,
+    node_details,
+    page_json,
+    page_lines,
+    thread_json,
+)
 
 KEY = {"k1": bytes(range(32))}
+# The replies of a primary where no session holds a thread's lock.
+NO_LOCKS: list[list[Row]] = [[{"in_recovery": False}], []]
 SAVED_AT = dt.datetime(2026, 12, 3, 9, 30, tzinfo=dt.UTC)
 
 
@@ -207,12 +215,14 @@ def test_a_page_reads_one_row_more_than_it_shows_and_names_where_the_older_page_
     rows = [facts_row(second, first, [asked]), facts_row(first)]
     sent, page = drive(
         thread_page_op(core, "t", limit=1),
-        [[{"total": 2, "newer": 0}], rows, []],
+        [[{"total": 2, "newer": 0}], rows, [], *NO_LOCKS],
     )
     assert [s.name for s in sent] == [
         "inspect_namespace_counts",
         "inspect_thread_page",
         "inspect_child_namespaces",
+        "inspect_server_in_recovery",
+        "inspect_thread_lock_holders",
     ]
     assert sent[1].params["limit"] == 2
     assert sent[2].params == {
@@ -242,9 +252,9 @@ def test_a_page_until_a_checkpoint_asks_for_its_later_children_and_attaches_subg
     sent, page = drive(
         thread_page_op(core, "t", limit=5, until=cid),
         [[{"total": 2, "newer": 1}], [facts_row(second, first, [asked]), facts_row(first)], later]
-        + [[child]],
+        + [[child], *NO_LOCKS],
     )
-    assert [s.name for s in sent][2:] == ["inspect_later_children", "inspect_child_namespaces"]
+    assert [s.name for s in sent][2:4] == ["inspect_later_children", "inspect_child_namespaces"]
     assert sent[2].params["until"] == cid
     assert page.older_id is None and page.newer == 1
     head = page.nodes[0]
@@ -285,18 +295,56 @@ def test_recent_threads_name_the_process_that_holds_each_threads_lock() -> None:
     key = thread_lock_key("t", "app")
     sent, threads = drive(
         recent_threads_op(core, schema="app", limit=2, metadata=[{"user": "ada"}]),
-        [rows, [{"key": key, "holder_pid": 4242}]],
+        [rows, [{"in_recovery": False}], [{"key": key, "holder_pid": 4242}]],
     )
-    assert [s.name for s in sent] == ["inspect_recent_threads", "inspect_thread_lock_holders"]
+    assert [s.name for s in sent] == [
+        "inspect_recent_threads",
+        "inspect_server_in_recovery",
+        "inspect_thread_lock_holders",
+    ]
     filters = sent[0].params["filters"]
     assert [f.obj for f in filters] == [{"user": "ada"}] and isinstance(filters[0], Jsonb)
-    assert sorted(sent[1].params["keys"]) == sorted([key, thread_lock_key("u", "app")])
+    assert sorted(sent[2].params["keys"]) == sorted([key, thread_lock_key("u", "app")])
     assert [(s.thread_id, s.locked_by, s.size_bytes) for s in threads] == [
         ("t", 4242, 300),
         ("u", None, 0),
     ]
     assert threads[0].latest is not None
     assert threads[0].latest.checkpoint_id == first.params["checkpoint_id"]
+
+
+def test_on_a_standby_the_locks_are_unknown_and_not_asked_for() -> None:
+    core = SaverState()
+    first, _, _ = a_review(core)
+    sent, threads = drive(
+        recent_threads_op(core, limit=1), [[summary_row(first)], [{"in_recovery": True}]]
+    )
+    assert [s.name for s in sent] == ["inspect_recent_threads", "inspect_server_in_recovery"]
+    [thread] = threads
+    assert (thread.locked_by, thread.lock_seen) == (None, False)
+    assert (thread_json(thread)["lock"], thread_json(thread)["locked_by"]) == ("unknown", None)
+
+    sent, page = drive(
+        thread_page_op(core, "t", limit=1),
+        [[{"total": 1, "newer": 0}], [facts_row(first)], [], [{"in_recovery": True}]],
+    )
+    assert sent[-1].name == "inspect_server_in_recovery"
+    assert (page.locked_by, page.lock_seen, page_json(page)["lock"]) == (None, False, "unknown")
+    assert page_lines(page)[2] == f"lock: {STANDBY_LOCKS}"
+
+
+def test_a_page_names_the_process_that_holds_its_threads_lock() -> None:
+    core = SaverState()
+    first, _, _ = a_review(core)
+    key = thread_lock_key("t", "public")
+    sent, page = drive(
+        thread_page_op(core, "t", limit=1),
+        [[{"total": 1, "newer": 0}], [facts_row(first)], [], [{"in_recovery": False}]]
+        + [[{"key": key, "holder_pid": 77}]],
+    )
+    assert sent[-1].params == {"keys": [key]}
+    assert (page_json(page)["lock"], page_json(page)["locked_by"]) == ("held", 77)
+    assert page_lines(page)[2] == "running now: lock held by pid 77"
 
 
 def test_no_threads_asks_for_no_locks() -> None:

@@ -282,7 +282,7 @@ def _print_json(data: Any) -> None:
 def threads_command(args: argparse.Namespace) -> int:
     """Run `pgcheckpoint threads`."""
     from ..threadview.ops import recent_threads_op
-    from ..threadview.render import thread_json, threads_table
+    from ..threadview.render import STANDBY_LOCKS, thread_json, threads_table
 
     filters = parse_metadata(args.metadata) if args.metadata else None
     with _reading_saver(args) as saver:
@@ -290,6 +290,10 @@ def threads_command(args: argparse.Namespace) -> int:
             saver, schema=resolve_schema(args), limit=args.limit, since=args.since, metadata=filters
         )
         threads = saver.run(op, atomic=True)
+    if any(not t.lock_seen for t in threads):
+        print(
+            f"this server is a standby; whether a thread runs now: {STANDBY_LOCKS}", file=sys.stderr
+        )
     if args.json:
         _print_json([thread_json(t) for t in threads])
         return EXIT_OK

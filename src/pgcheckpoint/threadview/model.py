@@ -269,6 +269,9 @@ class ThreadPage:
             before it ends), None when the page reaches the first.
         namespaces: Every namespace of the thread with its checkpoints, when
             the one asked for has none (to say which exist).
+        locked_by: The backend pid holding the thread's `lock_thread` lock, if any.
+        lock_seen: Whether the server can tell: a standby cannot see the
+            primary's advisory locks, so there `locked_by` is always None.
 
     Example:
         >>> ThreadPage("t", "", total=120, newer=0, nodes=[]).older
@@ -282,6 +285,8 @@ class ThreadPage:
     nodes: list[CheckpointNode]
     older_id: str | None = None
     namespaces: dict[str, int] = field(default_factory=dict)
+    locked_by: int | None = None
+    lock_seen: bool = True
 
     @property
     def older(self) -> int:
@@ -305,6 +310,8 @@ class ThreadSummary:
         size_bytes: Stored bytes across checkpoints, values and writes.
         latest: Its latest root checkpoint (None if it has only subgraph ones).
         locked_by: The backend pid holding its `lock_thread` lock, if any.
+        lock_seen: Whether the server can tell: a standby cannot see the
+            primary's advisory locks, so there `locked_by` is always None.
 
     Example:
         >>> ThreadSummary("t", 3, 1, None, 10, None, None).latest is None
@@ -318,3 +325,4 @@ class ThreadSummary:
     size_bytes: int
     latest: CheckpointNode | None
     locked_by: int | None
+    lock_seen: bool = True

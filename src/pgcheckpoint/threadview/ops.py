@@ -311,7 +311,40 @@ def thread_page_op(
                 by_id[parent].subgraphs.append(
                     SubgraphInfo(row["checkpoint_ns"], int(row["checkpoints"]), latest)
                 )
-    return ThreadPage(thread_id, checkpoint_ns, total, newer, nodes, older_id)
+    holders, lock_seen = yield from lock_holders_op(core, core.schema, [thread_id])
+    return ThreadPage(
+        thread_id,
+        checkpoint_ns,
+        total,
+        newer,
+        nodes,
+        older_id,
+        locked_by=holders.get(thread_id),
+        lock_seen=lock_seen,
+    )
+
+
+def lock_holders_op(
+    core: SaverState, schema: str, thread_ids: Sequence[str]
+) -> Op[tuple[dict[str, int], bool]]:
+    """Which of the threads' `lock_thread` locks a session holds (thread id -> backend pid).
+
+    Also whether the server can tell: a standby cannot see the primary's
+    advisory locks (they are not replicated), so there it answers `({}, False)`
+    without asking for them.
+
+    Example:
+        >>> saver.run(lock_holders_op(saver, "public", ["t1"]))  # doctest: +SKIP
+        ({'t1': 4242}, True)
+    """
+    if not thread_ids:
+        return {}, True
+    rows = yield Stmt("inspect_server_in_recovery", fetch=True)
+    if rows[0]["in_recovery"]:
+        return {}, False
+    keys = {thread_lock_key(t, schema): t for t in thread_ids}
+    locks = yield Stmt("inspect_thread_lock_holders", {"keys": list(keys)}, fetch=True)
+    return {keys[r["key"]]: int(r["holder_pid"]) for r in locks}, True
 
 
 # -- many threads ------------------------------------------------------------------
@@ -344,15 +377,7 @@ def recent_threads_op(
         {"since": since, "filters": filters, "limit": limit},
         fetch=True,
     )
-    keys = {thread_lock_key(r["thread_id"], schema): r["thread_id"] for r in rows}
-    holders: dict[str, int] = {}
-    if keys:
-        locks = yield Stmt(
-            "inspect_thread_lock_holders",
-            {"keys": list(keys)},
-            fetch=True,
-        )
-        holders = {keys[r["key"]]: int(r["holder_pid"]) for r in locks}
+    holders, lock_seen = yield from lock_holders_op(core, schema, [r["thread_id"] for r in rows])
     summaries = []
     for row in rows:
         latest = node_from_row(core, row) if row["checkpoint_id"] is not None else None
@@ -365,6 +390,7 @@ def recent_threads_op(
                 size_bytes=int(row["size_bytes"] or 0),
                 latest=latest,
                 locked_by=holders.get(row["thread_id"]),
+                lock_seen=lock_seen,
             )
         )
     return summaries

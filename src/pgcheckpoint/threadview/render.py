@@ -33,9 +33,11 @@ from .terminal import shell_quote
 from .triggers import START, classify, is_edge, is_internal
 
 __all__ = [
+    "STANDBY_LOCKS",
     "TreeRow",
     "checkpoint_json",
     "human_bytes",
+    "lock_state",
     "node_details",
     "node_line",
     "page_json",
@@ -51,6 +53,12 @@ __all__ = [
 ]
 
 SHORT_ID = 8
+
+# What a standby says for a thread's lock, which only the primary can see.
+STANDBY_LOCKS = (
+    "unknown on a standby, which cannot see the primary's advisory locks: whether a "
+    "worker runs the thread now (lock_thread, resume), only the primary can tell"
+)
 
 
 # -- JSON ---------------------------------------------------------------------------
@@ -117,6 +125,18 @@ def checkpoint_json(node: CheckpointNode) -> dict[str, Any]:
     }
 
 
+def lock_state(locked_by: int | None, lock_seen: bool) -> str:
+    """`held`, `free`, or `unknown` where the server cannot see the lock (a standby).
+
+    Example:
+        >>> lock_state(None, True), lock_state(None, False), lock_state(4242, True)
+        ('free', 'unknown', 'held')
+    """
+    if not lock_seen:
+        return "unknown"
+    return "free" if locked_by is None else "held"
+
+
 def page_json(page: ThreadPage) -> dict[str, Any]:
     """A page of a thread for `show --json`.
 
@@ -137,6 +157,8 @@ def page_json(page: ThreadPage) -> dict[str, Any]:
         "latest_checkpoint_id": None if latest is None else latest.checkpoint_id,
         "status": status,
         "detail": detail,
+        "lock": lock_state(page.locked_by, page.lock_seen),
+        "locked_by": page.locked_by,
         "checkpoints": [checkpoint_json(n) for n in page.nodes],
     }
 
@@ -166,6 +188,7 @@ def thread_json(summary: ThreadSummary) -> dict[str, Any]:
         "size_bytes": summary.size_bytes,
         "status": status,
         "detail": detail,
+        "lock": lock_state(summary.locked_by, summary.lock_seen),
         "locked_by": summary.locked_by,
         "latest_checkpoint_id": None if latest is None else latest.checkpoint_id,
         "step": None if latest is None else latest.step,
@@ -339,6 +362,10 @@ def page_lines(page: ThreadPage) -> list[str]:
     if latest is not None:
         status, detail = classify(latest)
         lines.append(f"status: {status}" + (f": {detail}" if detail else ""))
+    if page.locked_by is not None:
+        lines.append(f"running now: lock held by pid {page.locked_by}")
+    elif not page.lock_seen:
+        lines.append(f"lock: {STANDBY_LOCKS}")
     if page.older:
         lines.append(
             f"┆ {page.older:,} older checkpoints not shown; the page before: pgcheckpoint show "
