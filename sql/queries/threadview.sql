@@ -8,6 +8,9 @@
 -- that decide whether a barrier or Send packets trigger nodes (with the bases of
 -- a delta, oldest first), and the writes saved against it (sizes; payloads only
 -- for the special writes: errors, interrupts, resumes, whose idx is negative).
+-- A damaged row must not stop the page or the list of threads: channel_versions
+-- that is no JSON object (jsonb_each_text raises on one) counts as no channels
+-- here, and the client, which gets the column as it is, says what is wrong.
 SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.run_id,
        c.created_at, c.type, c.checkpoint, c.channel_versions, c.metadata_type,
        c.metadata_blob, c.metadata, {sealed_columns},
@@ -36,6 +39,10 @@ LEFT JOIN LATERAL (
     LIMIT 1
 ) p ON true
 CROSS JOIN LATERAL (
+    SELECT CASE WHEN jsonb_typeof(c.channel_versions) = 'object' THEN c.channel_versions
+                ELSE '{}'::jsonb END AS versions
+) cv
+CROSS JOIN LATERAL (
     SELECT array_agg(v.channel ORDER BY v.channel) FILTER (
                WHERE v.channel = ANY(c.inline_channels) OR b.type <> 'empty'
            ) AS available_channels,
@@ -49,7 +56,7 @@ CROSS JOIN LATERAL (
                ORDER BY v.channel
            ) FILTER (WHERE s.changed) AS changed_stored,
            array_agg(b.size ORDER BY v.channel) FILTER (WHERE s.changed) AS changed_bytes
-    FROM jsonb_each_text(c.channel_versions) AS v(channel, version)
+    FROM jsonb_each_text(cv.versions) AS v(channel, version)
     LEFT JOIN LATERAL (
         SELECT b.type, b.base_version, octet_length(b.blob) AS size
         FROM {schema}.pgc_blobs b
@@ -64,7 +71,7 @@ CROSS JOIN LATERAL (
 CROSS JOIN LATERAL (
     WITH RECURSIVE chain_head(thread_id, checkpoint_ns, channel, version) AS (
         SELECT c.thread_id, c.checkpoint_ns, v.channel, v.version
-        FROM jsonb_each_text(c.channel_versions) AS v(channel, version)
+        FROM jsonb_each_text(cv.versions) AS v(channel, version)
         WHERE v.channel = '__pregel_tasks' OR starts_with(v.channel, 'join:')
     ), {delta_chain}
     -- a cleared channel ('empty') holds no value to decode

@@ -83,6 +83,7 @@ SPANNING = {
     "storage_counts": "stats: one pass over the three tables",
     "storage_largest_threads": "stats: one pass over the three tables, grouped by thread",
     "storage_unreachable": "stats: one pass over the three tables, rows no read reaches",
+    "storage_damaged": "stats: one pass over the checkpoints and the values",
     "inspect_recent_threads": "threads: the created_at index, newest first",
     "official_threads_missing": "switch warning: the official table's last rows, a lookup each",
 }

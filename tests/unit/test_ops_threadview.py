@@ -40,6 +40,7 @@ from pgcheckpoint.threadview.render import (
     page_lines,
     thread_json,
 )
+from pgcheckpoint.threadview.triggers import classify
 
 KEY = {"k1": bytes(range(32))}
 # The replies of a primary where no session holds a thread's lock.
@@ -194,6 +195,108 @@ def test_an_altered_record_reads_as_unreadable_and_the_node_still_shows() -> Non
     row["checkpoint"] = row["checkpoint"][:-1] + bytes([row["checkpoint"][-1] ^ 1])
     node = node_from_row(core, row)
     assert node.ran is None and node.next is None
+
+
+# -- damaged rows ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("versions", "said"),
+    [
+        (["1"], "column channel_versions is a JSON array, not an object"),
+        ("1", "column channel_versions is a JSON string, not an object"),
+        (None, "column channel_versions is JSON null, not an object"),
+        ({"draft": {"v": 2}}, "column channel_versions gives channel 'draft' a JSON object"),
+        ({"draft": True}, "column channel_versions gives channel 'draft' a JSON boolean"),
+    ],
+)
+def test_channel_versions_no_object_of_versions_show_as_damaged(versions: Any, said: str) -> None:
+    core = SaverState()
+    first, second, asked = a_review(core)
+    row = facts_row(second, first, [asked])
+    row["channel_versions"] = versions  # the statement hands the column over as it is
+    node = node_from_row(core, row)
+    assert said in node.damage[0].what
+    assert 'SELECT channel_versions FROM "public"."pgc_checkpoints" WHERE thread_id = \'t\'' in (
+        node.damage[0].look
+    )
+    assert classify(node)[0] == "damaged"
+    assert node.tasks[0].interrupts == ["ok?"]  # what can be read still shows
+    lines = node_details(node)
+    assert lines[0] == f"damaged: {node.damage[0].what}"
+    assert lines[1].startswith("  look at it: SELECT channel_versions FROM")
+
+
+def test_readable_metadata_no_object_behind_unreadable_metadata_shows_as_damaged() -> None:
+    core = SaverState()
+    first, second, asked = a_review(core)
+    row = facts_row(second, first, [asked])
+    row["metadata_blob"], row["metadata"] = b"\xc1", [1]
+    node = node_from_row(core, row)
+    assert node.metadata == {}
+    assert [d.what.split(":")[0] for d in node.damage] == [
+        f"cannot read the metadata of checkpoint {node.checkpoint_id!r} in thread 't', "
+        "namespace '' (table pgc_checkpoints)",
+        "column metadata is a JSON array, not an object",
+    ]
+
+
+def test_an_unreadable_record_is_damaged_not_encrypted() -> None:
+    core = SaverState()
+    first, second, asked = a_review(core)
+    row = facts_row(second, first, [asked])
+    row["type"] = "no-such-type"
+    status, detail = classify(node_from_row(core, row))
+    assert status == "damaged" and "cannot decode its 'no-such-type' bytes" in detail
+    assert "encrypted" not in detail
+
+
+def test_a_record_whose_versions_seen_is_no_mapping_of_mappings_is_damaged() -> None:
+    core = SaverState()
+    put = saved(core, "t", {"draft": "v1"}, seen={"plan": 3})  # type: ignore[dict-item]
+    node = node_from_row(core, facts_row(put))
+    assert node.next is None
+    assert node.damage[0].what == (
+        "the checkpoint record's versions_seen of 'plan' is int, not a mapping"
+    )
+
+
+def test_unreadable_values_and_writes_name_their_rows() -> None:
+    core = SaverState()
+    first, second, asked = a_review(core)
+    row = facts_row(second, first, [asked])
+    row["write_payloads"] = [b"\xc1"]
+    node = node_from_row(core, row)
+    [damage] = node.damage
+    assert damage.what.startswith("cannot read the write -3 of task 'task-r' at checkpoint")
+    assert node.tasks[0].interrupts == [Unreadable(damage.what)]  # shown in its place too
+    assert damage.look.endswith("AND task_id = 'task-r' AND idx = -3")
+    assert damage.look.startswith('SELECT channel, type, blob FROM "public"."pgc_writes"')
+
+
+def test_a_shape_no_check_foresaw_still_gives_a_damaged_node() -> None:
+    core = SaverState()
+    first, second, asked = a_review(core)
+    row = facts_row(second, first, [asked])
+    row["write_idxs"] = ["-3"]  # a column of another type: the comparison raises TypeError
+    node = node_from_row(core, row)
+    assert node.damage[0].what.startswith("the row cannot be summarised (TypeError: ")
+    assert node.damage[0].look.startswith('SELECT * FROM "public"."pgc_checkpoints"')
+
+
+def test_the_list_of_threads_keeps_every_healthy_thread_beside_a_damaged_one() -> None:
+    core = SaverState()
+    first, _, _ = a_review(core)
+    other = saved(core, "u", {"draft": "x"})
+    damaged = {**summary_row(first), "channel_versions": "oops", "metadata": 7}
+    _, threads = drive(recent_threads_op(core, limit=2), [[damaged, summary_row(other)], *NO_LOCKS])
+    assert [t.thread_id for t in threads] == ["t", "u"]
+    assert [thread_json(t)["status"] for t in threads] == ["damaged", "finished"]
+    assert [d["what"] for d in thread_json(threads[0])["damage"]] == [
+        "column metadata is a JSON number, not an object",
+        "column channel_versions is a JSON string, not an object",
+    ]
+    assert thread_json(threads[1])["damage"] == []
 
 
 # -- a page of a thread --------------------------------------------------------------

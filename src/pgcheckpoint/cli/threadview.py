@@ -8,7 +8,8 @@ row names is ever imported or called. They are decrypted when
 `PGCHECKPOINT_AES_KEYS` (or `LANGGRAPH_AES_KEY`) is set, and then a value
 stored unencrypted is refused unless `--allow-plaintext` is given; without a
 key, encrypted payloads show as `<encrypted>`. A value that cannot be read
-shows as `<unreadable: why>` in its place. This module parses the options, runs the ops of
+shows as `<unreadable: why>` in its place, and a damaged row as `damaged`.
+This module parses the options, runs the ops of
 `pgcheckpoint.threadview` through `saver.run` and prints what
 `pgcheckpoint.threadview.render` makes of their result.
 
@@ -282,7 +283,7 @@ def _print_json(data: Any) -> None:
 def threads_command(args: argparse.Namespace) -> int:
     """Run `pgcheckpoint threads`."""
     from ..threadview.ops import recent_threads_op
-    from ..threadview.render import STANDBY_LOCKS, thread_json, threads_table
+    from ..threadview.render import thread_json, threads_table
 
     filters = parse_metadata(args.metadata) if args.metadata else None
     with _reading_saver(args) as saver:
@@ -290,14 +291,11 @@ def threads_command(args: argparse.Namespace) -> int:
             saver, schema=resolve_schema(args), limit=args.limit, since=args.since, metadata=filters
         )
         threads = saver.run(op, atomic=True)
-    if any(not t.lock_seen for t in threads):
-        print(
-            f"this server is a standby; whether a thread runs now: {STANDBY_LOCKS}", file=sys.stderr
-        )
     if args.json:
         _print_json([thread_json(t) for t in threads])
-        return EXIT_OK
-    if not threads:
+    elif threads:
+        _emit(threads_table(threads))
+    else:
         print("no threads found", file=sys.stderr)
         if filters and _key_configured():
             print(
@@ -305,14 +303,27 @@ def threads_command(args: argparse.Namespace) -> int:
                 "lists in filterable_metadata can",
                 file=sys.stderr,
             )
-        return EXIT_OK
-    _emit(threads_table(threads))
-    if len(threads) == args.limit:
-        print(
-            f"the {len(threads)} most recently active threads; --limit N for more",
-            file=sys.stderr,
-        )
+    for note in _threads_notes(args, threads):
+        print(printable(note), file=sys.stderr)
     return EXIT_OK
+
+
+def _threads_notes(args: argparse.Namespace, threads: Sequence[Any]) -> list[str]:
+    """What `threads` says on stderr besides the list: how far to trust it."""
+    from ..threadview.render import STANDBY_LOCKS
+
+    notes = []
+    damaged = [t.thread_id for t in threads if t.latest is not None and t.latest.damage]
+    if damaged:
+        notes.append(
+            f"{len(damaged)} damaged: `pgcheckpoint show {shell_quote(damaged[0])}` says what "
+            "is wrong with each checkpoint and the query that shows its row"
+        )
+    if any(not t.lock_seen for t in threads):
+        notes.append(f"this server is a standby; whether a thread runs now: {STANDBY_LOCKS}")
+    if threads and len(threads) == args.limit and not args.json:
+        notes.append(f"the {len(threads)} most recently active threads; --limit N for more")
+    return notes
 
 
 # -- show ---------------------------------------------------------------------------
@@ -377,6 +388,8 @@ def _not_found(thread_id: str, ns: str, namespaces: dict[str, int]) -> str:
 
 
 def _show_values(args: argparse.Namespace, saver: PostgresSaver, checkpoint_id: str | None) -> int:
+    import psycopg
+
     from ..threadview.ops import checkpoint_values_op, thread_page_op
     from ..threadview.render import values_json, values_lines
 
@@ -386,7 +399,15 @@ def _show_values(args: argparse.Namespace, saver: PostgresSaver, checkpoint_id: 
             raise CliError(_not_found(args.thread_id, args.ns, page.namespaces))
         checkpoint_id = page.nodes[0].checkpoint_id
     op = checkpoint_values_op(saver, args.thread_id, args.ns, checkpoint_id)
-    tup = saver.run(op, atomic=True)
+    try:
+        tup = saver.run(op, atomic=True)
+    except psycopg.DataError as exc:  # a column the read cannot take apart (no JSON object)
+        raise CliError(
+            f"checkpoint {checkpoint_id!r} is damaged: its row cannot be read whole "
+            f"({type(exc).__name__}: {exc}); `pgcheckpoint show {shell_quote(args.thread_id)}"
+            f"{' --ns ' + shell_quote(args.ns) if args.ns else ''}` says what is wrong and "
+            "the query that shows the row"
+        ) from None
     if tup is None:  # deleted between the two reads
         raise CliError(f"checkpoint {checkpoint_id!r} no longer exists")
     if args.json:

@@ -4,7 +4,8 @@
 these rooms:
 
 - `model`: the data (`CheckpointNode`, `TaskInfo`, `SubgraphInfo`,
-  `ThreadPage`, `ThreadSummary`, `ChannelChange`);
+  `ThreadPage`, `ThreadSummary`, `ChannelChange`, `Damage`);
+- `damage`: what is wrong with a damaged row, and the query that shows it;
 - `triggers`: LangGraph's rules read back from a checkpoint (which nodes ran,
   which it triggers, a thread's status);
 - `payloads`: stored values as JSON and as one short line of text;
@@ -25,6 +26,7 @@ from .model import (
     SEALED,
     ChannelChange,
     CheckpointNode,
+    Damage,
     SubgraphInfo,
     TaskInfo,
     ThreadPage,
@@ -47,6 +49,7 @@ __all__ = [
     "SEALED",
     "ChannelChange",
     "CheckpointNode",
+    "Damage",
     "SubgraphInfo",
     "TaskInfo",
     "ThreadPage",

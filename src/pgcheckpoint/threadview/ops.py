@@ -38,6 +38,7 @@ from ..core.state import SaverState
 from ..errors import DecryptionError, UnreadableValueError
 from ..ops import Op, Row, Stmt
 from ..validate import check_id
+from .damage import RowDamage, channel_versions_of, projection_of, versions_seen_of
 from .model import (
     SEALED,
     ChannelChange,
@@ -106,13 +107,45 @@ def _opened(core: SaverState, row: Row) -> tuple[Any, Any]:
 def node_from_row(core: SaverState, row: Row) -> CheckpointNode:
     """Summarise one row of the `inspect_checkpoint_facts` fragment.
 
+    A damaged row still gives a node, whose `damage` says what is wrong.
+
     Example:
         >>> node = node_from_row(saver, row)  # doctest: +SKIP
     """
+    try:
+        return _summarised(core, row)
+    except (TypeError, ValueError, AttributeError) as exc:
+        # a shape of damage no check foresaw (a record decoded into odd types):
+        # the checkpoint still shows, as damaged, and so do the others
+        found = RowDamage(core.schema, row_key(row))
+        found.checkpoint("*", f"the row cannot be summarised ({type(exc).__name__}: {exc})")
+        thread_id, ns, checkpoint_id = row_key(row)
+        return CheckpointNode(
+            thread_id,
+            ns,
+            checkpoint_id,
+            parent_id=row["parent_checkpoint_id"],
+            created_at=row["created_at"],
+            run_id=row["run_id"],
+            ran=None,
+            next=None,
+            damage=found.damage,
+        )
+
+
+def _summarised(core: SaverState, row: Row) -> CheckpointNode:
     thread_id, ns, checkpoint_id = row_key(row)
+    found = RowDamage(core.schema, (thread_id, ns, checkpoint_id))
     record, metadata = _opened(core, row)
+    if isinstance(record, Unreadable):
+        found.checkpoint("type, checkpoint", record.error)
+    if isinstance(metadata, Unreadable):
+        found.checkpoint("metadata_type, metadata, metadata_blob", metadata.error)
+    projection, problems = projection_of(row["metadata"])  # the readable JSONB column
+    for problem in problems:
+        found.checkpoint("metadata", problem)
     if not isinstance(metadata, Mapping):
-        metadata = row["metadata"] or {}  # the readable JSONB projection
+        metadata = projection
     parent_id = row["parent_checkpoint_id"]
     parent_record = None
     if row["parent_type"] is not None:
@@ -124,19 +157,24 @@ def node_from_row(core: SaverState, row: Row) -> CheckpointNode:
         )
         if isinstance(parent_record, dict):
             take_structure(parent_record)
-    versions = dict(row["channel_versions"] or {})
+    versions, problems = channel_versions_of(row["channel_versions"])
+    for problem in problems:
+        found.checkpoint("channel_versions", problem)
     available = set(row["available_channels"] or ())
-    trigger_values = _trigger_values(core, thread_id, ns, row)
-    seen = record.get("versions_seen") if isinstance(record, Mapping) else None
+    trigger_values = _trigger_values(core, thread_id, ns, row, found)
+    seen, problems = versions_seen_of(record)
+    for problem in problems:
+        found.checkpoint("type, checkpoint", problem)
     next_nodes: list[str] | None = None
     unknown = any(v is SEALED or isinstance(v, Unreadable) for v in trigger_values.values())
     if seen is not None and not unknown:
         next_nodes = triggered_nodes(seen, versions, available, trigger_values)
     ran: list[str] | None = None
+    parent_seen = versions_seen_of(parent_record)[0]
     if parent_id is None or parent_record is None:
         ran = []  # the first checkpoint, or a parent pruned away
     elif isinstance(parent_record, Mapping) and seen is not None:
-        ran = nodes_that_ran(parent_record.get("versions_seen") or {}, seen)
+        ran = nodes_that_ran(parent_seen or {}, seen)
     changed = [
         ChannelChange(channel, version, stored, size)
         for channel, version, stored, size in zip(
@@ -148,7 +186,7 @@ def node_from_row(core: SaverState, row: Row) -> CheckpointNode:
         )
     ]
     sends = send_packets(trigger_values.get(TASKS))
-    tasks = _tasks(core, row, sends)
+    tasks = _tasks(core, row, sends, found)
     size = int(row["record_bytes"] or 0)
     size += sum(c.bytes or 0 for c in changed)
     size += sum(int(n or 0) for n in row["write_bytes"] or ())
@@ -166,10 +204,13 @@ def node_from_row(core: SaverState, row: Row) -> CheckpointNode:
         changed=changed,
         tasks=tasks,
         bytes=size,
+        damage=found.damage,
     )
 
 
-def _trigger_values(core: SaverState, thread_id: str, ns: str, row: Row) -> dict[str, Any]:
+def _trigger_values(
+    core: SaverState, thread_id: str, ns: str, row: Row, found: RowDamage
+) -> dict[str, Any]:
     pieces: dict[str, list[tuple[str, str, bytes, str | None]]] = {}
     for channel, version, base, type_, data in zip(
         row["trigger_channels"] or (),
@@ -190,10 +231,11 @@ def _trigger_values(core: SaverState, thread_id: str, ns: str, row: Row) -> dict
             values[channel] = core.load_blob((thread_id, ns, channel), chain)
         except UnreadableValueError as exc:
             values[channel] = Unreadable(str(exc))
+            found.blob(channel, chain[-1][0], str(exc))
     return values
 
 
-def _tasks(core: SaverState, row: Row, sends: Sequence[Any]) -> list[TaskInfo]:
+def _tasks(core: SaverState, row: Row, sends: Sequence[Any], found: RowDamage) -> list[TaskInfo]:
     thread_id, ns, checkpoint_id = row["thread_id"], row["checkpoint_ns"], row["checkpoint_id"]
     tasks: dict[str, TaskInfo] = {}
     for task_id, path, idx, channel, type_, size, payload in zip(
@@ -214,6 +256,8 @@ def _tasks(core: SaverState, row: Row, sends: Sequence[Any]) -> list[TaskInfo]:
             continue
         aad = binding("write", thread_id, ns, checkpoint_id, task_id, idx)
         value = decode_value(core, type_, payload, aad, (channel, path))
+        if isinstance(value, Unreadable):
+            found.write(task_id, idx, value.error)
         if channel == INTERRUPT:
             for interrupt in value if isinstance(value, list | tuple) else [value]:
                 # an Interrupt (duck-typed: langgraph itself is not a dependency);

@@ -36,6 +36,7 @@ __all__ = [
     "STANDBY_LOCKS",
     "TreeRow",
     "checkpoint_json",
+    "damage_json",
     "human_bytes",
     "lock_state",
     "node_details",
@@ -122,7 +123,13 @@ def checkpoint_json(node: CheckpointNode) -> dict[str, Any]:
         "subgraphs": [subgraph_json(s) for s in node.subgraphs],
         "bytes": node.bytes,
         "metadata": jsonable(node.metadata),
+        "damage": damage_json(node),
     }
+
+
+def damage_json(node: CheckpointNode | None) -> list[dict[str, str]]:
+    """What is damaged in a checkpoint's rows, each with the query that shows it."""
+    return [] if node is None else [{"what": d.what, "look": d.look} for d in node.damage]
 
 
 def lock_state(locked_by: int | None, lock_seen: bool) -> str:
@@ -193,6 +200,7 @@ def thread_json(summary: ThreadSummary) -> dict[str, Any]:
         "latest_checkpoint_id": None if latest is None else latest.checkpoint_id,
         "step": None if latest is None else latest.step,
         "next": None if latest is None else latest.next,
+        "damage": damage_json(latest),
     }
 
 
@@ -447,6 +455,9 @@ def node_details(node: CheckpointNode) -> list[str]:
         ['finished']
     """
     lines = []
+    for damage in node.damage:
+        lines.append(f"damaged: {damage.what}")
+        lines.append(f"  look at it: {damage.look}")
     for task in node.tasks:
         for value in task.interrupts:
             if task.state == "interrupted":
@@ -483,6 +494,8 @@ def node_details(node: CheckpointNode) -> list[str]:
 
 def _head_status(node: CheckpointNode) -> str:
     name, detail = classify(node)
+    if name == "damaged":
+        return "damaged: what it holds cannot be trusted; fix or delete the rows above"
     if name == "interrupted":
         return "interrupted: waiting for Command(resume=...)"
     if name == "stopped":
