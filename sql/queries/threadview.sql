@@ -80,6 +80,35 @@ CROSS JOIN LATERAL (
 ) tr
 {ordered_writes}
 
+-- fragment: thread_summaries
+-- The end of a statement whose CTE `walk(thread_id, n)` names threads: each with
+-- its counts, stored size and the facts of its latest root checkpoint, by `n`.
+SELECT h.*, w.n, w.thread_id, s.checkpoints, s.namespaces, s.last_activity,
+       s.record_bytes + bl.bytes + wb.bytes AS size_bytes
+FROM walk w
+CROSS JOIN LATERAL (
+    SELECT count(*) AS checkpoints, count(DISTINCT checkpoint_ns) AS namespaces,
+           max(created_at) AS last_activity,
+           sum(octet_length(checkpoint) + octet_length(metadata_blob)
+               + pg_column_size(metadata) + pg_column_size(channel_versions)) AS record_bytes
+    FROM {schema}.pgc_checkpoints WHERE thread_id = w.thread_id
+) s
+CROSS JOIN LATERAL (
+    SELECT coalesce(sum(octet_length(blob)), 0) AS bytes
+    FROM {schema}.pgc_blobs WHERE thread_id = w.thread_id
+) bl
+CROSS JOIN LATERAL (
+    SELECT coalesce(sum(octet_length(blob)), 0) AS bytes
+    FROM {schema}.pgc_writes WHERE thread_id = w.thread_id
+) wb
+LEFT JOIN LATERAL (
+    {inspect_checkpoint_facts}
+    WHERE c.thread_id = w.thread_id AND c.checkpoint_ns = ''
+    ORDER BY c.checkpoint_id DESC
+    LIMIT 1
+) h ON true
+ORDER BY w.n
+
 -- name: inspect_recent_threads
 -- The `limit` threads with the most recent checkpoints, newest first, each with
 -- its counts, stored size and the facts of its latest root checkpoint. The walk
@@ -107,31 +136,34 @@ WITH RECURSIVE walk(thread_id, created_at, seen, n) AS (
     ) nx
     WHERE w.n < %(limit)s
 )
-SELECT h.*, w.n, w.thread_id, s.checkpoints, s.namespaces, s.last_activity,
-       s.record_bytes + bl.bytes + wb.bytes AS size_bytes
-FROM walk w
-CROSS JOIN LATERAL (
-    SELECT count(*) AS checkpoints, count(DISTINCT checkpoint_ns) AS namespaces,
-           max(created_at) AS last_activity,
-           sum(octet_length(checkpoint) + octet_length(metadata_blob)
-               + pg_column_size(metadata) + pg_column_size(channel_versions)) AS record_bytes
-    FROM {schema}.pgc_checkpoints WHERE thread_id = w.thread_id
-) s
-CROSS JOIN LATERAL (
-    SELECT coalesce(sum(octet_length(blob)), 0) AS bytes
-    FROM {schema}.pgc_blobs WHERE thread_id = w.thread_id
-) bl
-CROSS JOIN LATERAL (
-    SELECT coalesce(sum(octet_length(blob)), 0) AS bytes
-    FROM {schema}.pgc_writes WHERE thread_id = w.thread_id
-) wb
-LEFT JOIN LATERAL (
-    {inspect_checkpoint_facts}
-    WHERE c.thread_id = w.thread_id AND c.checkpoint_ns = ''
-    ORDER BY c.checkpoint_id DESC
-    LIMIT 1
-) h ON true
-ORDER BY w.n
+{thread_summaries}
+
+-- name: inspect_threads_by_id
+-- The threads named, in the order given, as inspect_recent_threads lists them
+-- (`threads --metadata` with a key, once the sealed metadata chose them).
+WITH walk(thread_id, n) AS (
+    SELECT t.thread_id, t.n FROM unnest(%(thread_ids)s::text[]) WITH ORDINALITY AS t(thread_id, n)
+)
+{thread_summaries}
+
+-- name: inspect_metadata_page
+-- `threads --metadata` with a key: a page of checkpoints, newest first, after
+-- the one (created_at, thread_id, checkpoint_ns, checkpoint_id) the page before
+-- ended with, of threads not matched yet, with their metadata (readable and
+-- sealed) for the client to decrypt and match. The created_at index is read
+-- backwards from where the page before ended (the first page: from the newest);
+-- rows saved at the same time are ordered by their key.
+SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.created_at, c.metadata_type,
+       c.metadata_blob, c.metadata, c.metadata AS sealed_metadata
+FROM {schema}.pgc_checkpoints c
+WHERE (%(since)s::timestamptz IS NULL OR c.created_at >= %(since)s)
+  AND c.created_at <= coalesce(%(after_at)s::timestamptz, 'infinity')
+  AND (c.created_at < coalesce(%(after_at)s::timestamptz, 'infinity')
+       OR (c.thread_id, c.checkpoint_ns, c.checkpoint_id)
+          < (%(after_thread)s::text, %(after_ns)s::text, %(after_id)s::text))
+  AND NOT (c.thread_id = ANY(%(matched)s::text[]))
+ORDER BY c.created_at DESC, c.thread_id DESC, c.checkpoint_ns DESC, c.checkpoint_id DESC
+LIMIT %(limit)s
 
 -- name: inspect_server_in_recovery
 -- Whether the server is a standby (in recovery): advisory locks are not

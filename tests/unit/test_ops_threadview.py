@@ -24,6 +24,7 @@ from pgcheckpoint.core.locks import thread_lock_key
 from pgcheckpoint.core.state import SaverState
 from pgcheckpoint.core.writes import put_op
 from pgcheckpoint.ops import Row, Stmt
+from pgcheckpoint.threadview import search as search_module
 from pgcheckpoint.threadview.model import SEALED, Unreadable
 from pgcheckpoint.threadview.ops import (
     UNREADABLE_METADATA,
@@ -40,6 +41,7 @@ from pgcheckpoint.threadview.render import (
     page_lines,
     thread_json,
 )
+from pgcheckpoint.threadview.search import sealed_search_op
 from pgcheckpoint.threadview.triggers import classify
 
 KEY = {"k1": bytes(range(32))}
@@ -531,3 +533,121 @@ def test_one_altered_value_reads_as_unreadable_and_the_rest_still_show() -> None
     assert isinstance(tup.checkpoint["channel_values"]["draft"], Unreadable)
     assert isinstance(tup.metadata[UNREADABLE_METADATA], Unreadable)
     assert tup.pending_writes[0][2][0].value == "ok?"
+
+
+# -- threads found by their sealed metadata --------------------------------------------
+
+FILTERABLE = ("source", "step", "user_id")
+
+
+def metadata_row(put: Stmt, **projection: Any) -> Row:
+    """A row of `inspect_metadata_page` for the checkpoint `put` stored; `projection`
+    edits its readable metadata column (None removes a key), as someone without the key can."""
+    p = put.params
+    readable = dict(p["metadata"].obj)
+    for key, value in projection.items():
+        if value is None:
+            readable.pop(key, None)
+        else:
+            readable[key] = value
+    return {
+        "thread_id": p["thread_id"],
+        "checkpoint_ns": p["checkpoint_ns"],
+        "checkpoint_id": p["checkpoint_id"],
+        "created_at": SAVED_AT,
+        "metadata_type": p["metadata_type"],
+        "metadata_blob": p["metadata_blob"],
+        "metadata": readable,
+        "sealed_metadata": readable,
+    }
+
+
+def chats(core: SaverState) -> tuple[Stmt, Stmt]:
+    alice = saved(core, "alice-chat", {"n": 1}, metadata={"step": 1, "user_id": "alice"})
+    bob = saved(core, "bob-chat", {"n": 1}, metadata={"step": 1, "user_id": "bob", "org": "x"})
+    return alice, bob
+
+
+def test_the_sealed_metadata_decides_not_the_column_edited_without_the_key() -> None:
+    core = SaverState(serde=EncryptedSerde(keys=KEY, filterable_metadata=FILTERABLE))
+    alice, bob = chats(core)
+    # bob's column says alice; alice's lost the key (which her sealed metadata binds)
+    page = [metadata_row(bob, user_id="alice"), metadata_row(alice, user_id=None)]
+    sent, search = drive(
+        sealed_search_op(core, metadata=[{"user_id": "alice"}], limit=5),
+        [page, [summary_row(alice)], *NO_LOCKS],
+    )
+    assert [s.name for s in sent][:2] == ["inspect_metadata_page", "inspect_threads_by_id"]
+    assert sent[0].params["matched"] == [] and sent[0].params["after_at"] is None
+    assert sent[1].params == {"thread_ids": ["alice-chat"]}
+    assert [(t.thread_id, t.metadata_filter) for t in search.threads] == [("alice-chat", "sealed")]
+    assert [key[0] for key in search.altered] == ["bob-chat", "alice-chat"]
+    assert (search.scanned, search.truncated, search.unreadable) == (2, False, [])
+
+
+def test_a_key_kept_only_in_the_sealed_metadata_is_searched_with_the_key() -> None:
+    core = SaverState(serde=EncryptedSerde(keys=KEY, filterable_metadata=FILTERABLE))
+    alice, bob = chats(core)
+    assert "org" not in metadata_row(bob)["metadata"]
+    _, search = drive(
+        sealed_search_op(core, metadata=[{"org": "x"}]),
+        [[metadata_row(bob), metadata_row(alice)], [summary_row(bob)], *NO_LOCKS],
+    )
+    assert [t.thread_id for t in search.threads] == ["bob-chat"] and search.altered == []
+
+
+def test_metadata_that_does_not_decrypt_is_reported_and_not_matched() -> None:
+    core = SaverState(serde=EncryptedSerde(keys=KEY, filterable_metadata=FILTERABLE))
+    alice, _ = chats(core)
+    row = metadata_row(alice)
+    row["metadata_blob"] = row["metadata_blob"][:-1] + bytes([row["metadata_blob"][-1] ^ 1])
+    _, search = drive(sealed_search_op(core, metadata=[{"user_id": "alice"}]), [[row]])
+    assert search.threads == []
+    [(key, why)] = search.unreadable
+    assert key[0] == "alice-chat" and "cannot decrypt metadata" in why
+
+
+def test_metadata_stored_unencrypted_matches_as_unverified() -> None:
+    plain = saved(SaverState(), "old-chat", {"n": 1}, metadata={"step": 1, "user_id": "alice"})
+    core = SaverState(serde=EncryptedSerde(keys=KEY, allow_plaintext=True))
+    _, search = drive(
+        sealed_search_op(core, metadata=[{"user_id": "alice"}]),
+        [[metadata_row(plain)], [summary_row(plain)], *NO_LOCKS],
+    )
+    assert [(t.thread_id, t.metadata_filter) for t in search.threads] == [
+        ("old-chat", "unverified")
+    ]
+
+
+def test_the_walk_goes_on_from_where_a_page_ended_and_stops_at_the_scan_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(search_module, "_PAGE", 1)
+    core = SaverState(serde=EncryptedSerde(keys=KEY, filterable_metadata=FILTERABLE))
+    alice, bob = chats(core)
+    rows = [metadata_row(bob), metadata_row(alice)]
+    sent, search = drive(
+        sealed_search_op(core, metadata=[{"user_id": "alice"}], scan=2),
+        [rows, rows[1:], [summary_row(alice)], *NO_LOCKS],
+    )
+    assert [s.params["limit"] for s in sent[:2]] == [2, 2]  # one row more than read
+    bob_key = (SAVED_AT, "bob-chat", "", bob.params["checkpoint_id"])
+    after = sent[1].params
+    assert (after["after_at"], after["after_thread"], after["after_ns"], after["after_id"]) == (
+        bob_key
+    )
+    assert [t.thread_id for t in search.threads] == ["alice-chat"]
+    assert not search.truncated  # it found what it looked for within the budget
+
+    sent, search = drive(sealed_search_op(core, metadata=[{"user_id": "nobody"}], scan=1), [rows])
+    assert (search.scanned, search.truncated, search.threads) == (1, True, [])
+    assert len(sent) == 1
+
+
+def test_the_command_line_scans_as_far_as_the_search_does_by_default() -> None:
+    from pgcheckpoint.cli import threadview as cli_threadview
+    from pgcheckpoint.codec.labels import KEYS_ENV
+
+    # the command line spells both out, to keep `--help` from importing the core
+    assert cli_threadview.DEFAULT_SCAN == search_module.DEFAULT_SCAN
+    assert cli_threadview._KEYS_ENV == KEYS_ENV

@@ -10,7 +10,7 @@ these rooms:
   which it triggers, a thread's status);
 - `payloads`: stored values as JSON and as one short line of text;
 - `ops`: the I/O-free ops that read a thread or a list of threads, run by
-  `saver.run(op)`;
+  `saver.run(op)`; `search`: threads found by their sealed metadata;
 - `render`: the drawn tree, the table and JSON; `dot`: Graphviz DOT.
 
 Example:
@@ -43,6 +43,7 @@ from .render import (
     threads_table,
     tree_rows,
 )
+from .search import MetadataSearch, sealed_search_op
 from .triggers import classify, is_internal, nodes_that_ran, task_name, triggered_nodes
 
 __all__ = [
@@ -50,6 +51,7 @@ __all__ = [
     "ChannelChange",
     "CheckpointNode",
     "Damage",
+    "MetadataSearch",
     "SubgraphInfo",
     "TaskInfo",
     "ThreadPage",
@@ -66,6 +68,7 @@ __all__ = [
     "page_lines",
     "recent_threads_op",
     "resolve_checkpoint_op",
+    "sealed_search_op",
     "summarize",
     "task_name",
     "thread_json",

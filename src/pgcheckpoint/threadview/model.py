@@ -334,6 +334,10 @@ class ThreadSummary:
         locked_by: The backend pid holding its `lock_thread` lock, if any.
         lock_seen: Whether the server can tell: a standby cannot see the
             primary's advisory locks, so there `locked_by` is always None.
+        metadata_filter: How `--metadata` matched it: `sealed` (the decrypted,
+            authenticated metadata), `unverified` (the readable JSONB column or
+            a copy no key authenticates, which whoever can write the table can
+            edit), None without a filter.
 
     Example:
         >>> ThreadSummary("t", 3, 1, None, 10, None, None).latest is None
@@ -348,3 +352,4 @@ class ThreadSummary:
     latest: CheckpointNode | None
     locked_by: int | None
     lock_seen: bool = True
+    metadata_filter: str | None = None

@@ -410,7 +410,10 @@ def recent_threads_op(
         limit: How many threads.
         since: Only threads with a checkpoint saved at or after this time.
         metadata: Only threads with a checkpoint whose metadata contains one
-            of these (JSONB `@>`).
+            of these (JSONB `@>` on the readable `metadata` column, which
+            whoever can write the table can edit: each thread found is marked
+            `unverified`; `pgcheckpoint.threadview.search` checks the sealed
+            metadata instead).
 
     Example:
         >>> saver.run(recent_threads_op(saver, limit=5))  # doctest: +SKIP
@@ -421,6 +424,24 @@ def recent_threads_op(
         {"since": since, "filters": filters, "limit": limit},
         fetch=True,
     )
+    matched = (
+        None if metadata is None else dict.fromkeys((r["thread_id"] for r in rows), UNVERIFIED)
+    )
+    return (yield from thread_summaries_op(core, schema, rows, matched))
+
+
+def thread_summaries_op(
+    core: SaverState, schema: str, rows: Sequence[Row], matched: Mapping[str, str] | None = None
+) -> Op[list[ThreadSummary]]:
+    """The `ThreadSummary` of each row of the `thread_summaries` fragment, with its lock.
+
+    `matched` says how a metadata filter matched each thread (`sealed` or
+    `unverified`), for `ThreadSummary.metadata_filter`.
+
+    Example:
+        >>> saver.run(thread_summaries_op(saver, "public", []))  # doctest: +SKIP
+        []
+    """
     holders, lock_seen = yield from lock_holders_op(core, schema, [r["thread_id"] for r in rows])
     summaries = []
     for row in rows:
@@ -435,6 +456,7 @@ def recent_threads_op(
                 latest=latest,
                 locked_by=holders.get(row["thread_id"]),
                 lock_seen=lock_seen,
+                metadata_filter=None if matched is None else matched.get(row["thread_id"]),
             )
         )
     return summaries
@@ -504,6 +526,10 @@ def checkpoint_values_op(
     except UnreadableValueError:
         return _piece_by_piece(core, row)
 
+
+# How a metadata filter matched a thread (`ThreadSummary.metadata_filter`).
+SEALED_MATCH = "sealed"
+UNVERIFIED = "unverified"
 
 # The entries that stand for a record or metadata that cannot be read.
 UNREADABLE_RECORD = "(checkpoint record)"

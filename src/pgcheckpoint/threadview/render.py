@@ -201,6 +201,7 @@ def thread_json(summary: ThreadSummary) -> dict[str, Any]:
         "step": None if latest is None else latest.step,
         "next": None if latest is None else latest.next,
         "damage": damage_json(latest),
+        "metadata_filter": summary.metadata_filter,
     }
 
 
