@@ -81,3 +81,26 @@ SELECT (SELECT count(*) FROM lost_checkpoints) AS checkpoints,
        coalesce((SELECT sum(size) FROM lost_checkpoints), 0)
        + coalesce((SELECT sum(size) FROM lost_blobs), 0)
        + coalesce((SELECT sum(size) FROM lost_writes), 0) AS bytes
+
+-- name: storage_damaged
+-- `pgcheckpoint stats`: rows whose columns are not as pgcheckpoint writes them,
+-- which `threads` and `show` mark damaged: checkpoints whose channel_versions
+-- is no JSON object or gives a channel a version that is neither text nor a
+-- number, or whose metadata is no JSON object; values whose bytes are NULL
+-- though their type holds some. With the first threads (by id) they belong to.
+-- Bytes that do not decode take decoding to find: `show` names those.
+WITH damaged_checkpoints AS (
+    SELECT c.thread_id FROM {schema}.pgc_checkpoints c
+    WHERE jsonb_typeof(c.channel_versions) <> 'object'
+       OR jsonb_path_exists(c.channel_versions,
+                            '$.* ? (@.type() != "string" && @.type() != "number")')
+       OR jsonb_typeof(c.metadata) <> 'object'
+), damaged_blobs AS (
+    SELECT b.thread_id FROM {schema}.pgc_blobs b
+    WHERE b.blob IS NULL AND b.type NOT IN ('null', 'empty')
+)
+SELECT (SELECT count(*) FROM damaged_checkpoints) AS checkpoints,
+       (SELECT count(*) FROM damaged_blobs) AS blobs,
+       ARRAY(SELECT thread_id FROM damaged_checkpoints
+             UNION SELECT thread_id FROM damaged_blobs
+             ORDER BY thread_id LIMIT %(threads)s) AS thread_ids

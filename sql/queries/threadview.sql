@@ -8,6 +8,9 @@
 -- that decide whether a barrier or Send packets trigger nodes (with the bases of
 -- a delta, oldest first), and the writes saved against it (sizes; payloads only
 -- for the special writes: errors, interrupts, resumes, whose idx is negative).
+-- A damaged row must not stop the page or the list of threads: channel_versions
+-- that is no JSON object (jsonb_each_text raises on one) counts as no channels
+-- here, and the client, which gets the column as it is, says what is wrong.
 SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.run_id,
        c.created_at, c.type, c.checkpoint, c.channel_versions, c.metadata_type,
        c.metadata_blob, c.metadata, {sealed_columns},
@@ -36,6 +39,10 @@ LEFT JOIN LATERAL (
     LIMIT 1
 ) p ON true
 CROSS JOIN LATERAL (
+    SELECT CASE WHEN jsonb_typeof(c.channel_versions) = 'object' THEN c.channel_versions
+                ELSE '{}'::jsonb END AS versions
+) cv
+CROSS JOIN LATERAL (
     SELECT array_agg(v.channel ORDER BY v.channel) FILTER (
                WHERE v.channel = ANY(c.inline_channels) OR b.type <> 'empty'
            ) AS available_channels,
@@ -49,7 +56,7 @@ CROSS JOIN LATERAL (
                ORDER BY v.channel
            ) FILTER (WHERE s.changed) AS changed_stored,
            array_agg(b.size ORDER BY v.channel) FILTER (WHERE s.changed) AS changed_bytes
-    FROM jsonb_each_text(c.channel_versions) AS v(channel, version)
+    FROM jsonb_each_text(cv.versions) AS v(channel, version)
     LEFT JOIN LATERAL (
         SELECT b.type, b.base_version, octet_length(b.blob) AS size
         FROM {schema}.pgc_blobs b
@@ -64,7 +71,7 @@ CROSS JOIN LATERAL (
 CROSS JOIN LATERAL (
     WITH RECURSIVE chain_head(thread_id, checkpoint_ns, channel, version) AS (
         SELECT c.thread_id, c.checkpoint_ns, v.channel, v.version
-        FROM jsonb_each_text(c.channel_versions) AS v(channel, version)
+        FROM jsonb_each_text(cv.versions) AS v(channel, version)
         WHERE v.channel = '__pregel_tasks' OR starts_with(v.channel, 'join:')
     ), {delta_chain}
     -- a cleared channel ('empty') holds no value to decode
@@ -72,6 +79,35 @@ CROSS JOIN LATERAL (
       AND type <> 'empty'
 ) tr
 {ordered_writes}
+
+-- fragment: thread_summaries
+-- The end of a statement whose CTE `walk(thread_id, n)` names threads: each with
+-- its counts, stored size and the facts of its latest root checkpoint, by `n`.
+SELECT h.*, w.n, w.thread_id, s.checkpoints, s.namespaces, s.last_activity,
+       s.record_bytes + bl.bytes + wb.bytes AS size_bytes
+FROM walk w
+CROSS JOIN LATERAL (
+    SELECT count(*) AS checkpoints, count(DISTINCT checkpoint_ns) AS namespaces,
+           max(created_at) AS last_activity,
+           sum(octet_length(checkpoint) + octet_length(metadata_blob)
+               + pg_column_size(metadata) + pg_column_size(channel_versions)) AS record_bytes
+    FROM {schema}.pgc_checkpoints WHERE thread_id = w.thread_id
+) s
+CROSS JOIN LATERAL (
+    SELECT coalesce(sum(octet_length(blob)), 0) AS bytes
+    FROM {schema}.pgc_blobs WHERE thread_id = w.thread_id
+) bl
+CROSS JOIN LATERAL (
+    SELECT coalesce(sum(octet_length(blob)), 0) AS bytes
+    FROM {schema}.pgc_writes WHERE thread_id = w.thread_id
+) wb
+LEFT JOIN LATERAL (
+    {inspect_checkpoint_facts}
+    WHERE c.thread_id = w.thread_id AND c.checkpoint_ns = ''
+    ORDER BY c.checkpoint_id DESC
+    LIMIT 1
+) h ON true
+ORDER BY w.n
 
 -- name: inspect_recent_threads
 -- The `limit` threads with the most recent checkpoints, newest first, each with
@@ -100,31 +136,40 @@ WITH RECURSIVE walk(thread_id, created_at, seen, n) AS (
     ) nx
     WHERE w.n < %(limit)s
 )
-SELECT h.*, w.n, w.thread_id, s.checkpoints, s.namespaces, s.last_activity,
-       s.record_bytes + bl.bytes + wb.bytes AS size_bytes
-FROM walk w
-CROSS JOIN LATERAL (
-    SELECT count(*) AS checkpoints, count(DISTINCT checkpoint_ns) AS namespaces,
-           max(created_at) AS last_activity,
-           sum(octet_length(checkpoint) + octet_length(metadata_blob)
-               + pg_column_size(metadata) + pg_column_size(channel_versions)) AS record_bytes
-    FROM {schema}.pgc_checkpoints WHERE thread_id = w.thread_id
-) s
-CROSS JOIN LATERAL (
-    SELECT coalesce(sum(octet_length(blob)), 0) AS bytes
-    FROM {schema}.pgc_blobs WHERE thread_id = w.thread_id
-) bl
-CROSS JOIN LATERAL (
-    SELECT coalesce(sum(octet_length(blob)), 0) AS bytes
-    FROM {schema}.pgc_writes WHERE thread_id = w.thread_id
-) wb
-LEFT JOIN LATERAL (
-    {inspect_checkpoint_facts}
-    WHERE c.thread_id = w.thread_id AND c.checkpoint_ns = ''
-    ORDER BY c.checkpoint_id DESC
-    LIMIT 1
-) h ON true
-ORDER BY w.n
+{thread_summaries}
+
+-- name: inspect_threads_by_id
+-- The threads named, in the order given, as inspect_recent_threads lists them
+-- (`threads --metadata` with a key, once the sealed metadata chose them).
+WITH walk(thread_id, n) AS (
+    SELECT t.thread_id, t.n FROM unnest(%(thread_ids)s::text[]) WITH ORDINALITY AS t(thread_id, n)
+)
+{thread_summaries}
+
+-- name: inspect_metadata_page
+-- `threads --metadata` with a key: a page of checkpoints, newest first, after
+-- the one (created_at, thread_id, checkpoint_ns, checkpoint_id) the page before
+-- ended with, of threads not matched yet, with their metadata (readable and
+-- sealed) for the client to decrypt and match. The created_at index is read
+-- backwards from where the page before ended (the first page: from the newest);
+-- rows saved at the same time are ordered by their key.
+SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.created_at, c.metadata_type,
+       c.metadata_blob, c.metadata, c.metadata AS sealed_metadata
+FROM {schema}.pgc_checkpoints c
+WHERE (%(since)s::timestamptz IS NULL OR c.created_at >= %(since)s)
+  AND c.created_at <= coalesce(%(after_at)s::timestamptz, 'infinity')
+  AND (c.created_at < coalesce(%(after_at)s::timestamptz, 'infinity')
+       OR (c.thread_id, c.checkpoint_ns, c.checkpoint_id)
+          < (%(after_thread)s::text, %(after_ns)s::text, %(after_id)s::text))
+  AND NOT (c.thread_id = ANY(%(matched)s::text[]))
+ORDER BY c.created_at DESC, c.thread_id DESC, c.checkpoint_ns DESC, c.checkpoint_id DESC
+LIMIT %(limit)s
+
+-- name: inspect_server_in_recovery
+-- Whether the server is a standby (in recovery): advisory locks are not
+-- replicated, so a standby cannot tell which thread locks the primary's
+-- sessions hold.
+SELECT pg_catalog.pg_is_in_recovery() AS in_recovery
 
 -- name: inspect_thread_lock_holders
 -- Which of the given thread-lock keys (pgcheckpoint.locking, one-bigint advisory

@@ -53,6 +53,7 @@ async def test_stats_in_prometheus_text_format_parse_with_prometheus_client(
         "pgcheckpoint_table_rows",
         "pgcheckpoint_table_data_bytes",
         "pgcheckpoint_table_index_bytes",
+        "pgcheckpoint_damaged_rows",
         "pgcheckpoint_oldest_checkpoint_timestamp_seconds",
         "pgcheckpoint_newest_checkpoint_timestamp_seconds",
     }
@@ -68,6 +69,7 @@ async def test_stats_in_prometheus_text_format_parse_with_prometheus_client(
     assert by_table("pgcheckpoint_table_rows") == {t: len(rows[t]) for t in TABLES}
     assert set(by_table("pgcheckpoint_table_data_bytes")) == set(TABLES)
     assert all(v > 0 for v in by_table("pgcheckpoint_table_data_bytes").values())
+    assert by_table("pgcheckpoint_damaged_rows") == {"pgc_checkpoints": 0, "pgc_blobs": 0}
     (oldest,) = families["pgcheckpoint_oldest_checkpoint_timestamp_seconds"].samples
     (newest,) = families["pgcheckpoint_newest_checkpoint_timestamp_seconds"].samples
     assert newest.value - oldest.value > 399 * DAY.total_seconds()

@@ -4,8 +4,11 @@ A private primary and a streaming standby (`private_pg.Replicated`). Threads
 are written on the primary; once the standby has replayed them, each
 read-only command of the command line runs on the standby, reached by the
 multi-host DSN the README gives for replicas (`target_session_attrs=standby`),
-and answers as it does on the primary. A command that writes fails with a
-clear error there, and a saver on the replica serves `get_tuple`, `list` and
+and answers as it does on the primary, but for thread locks: advisory locks
+are not replicated, so there `threads` and `show` say that whether a worker
+holds a thread's lock is unknown, never that it holds none. A command that
+writes fails with a clear error there, and a saver on the replica serves
+`get_tuple`, `list` and
 `get_delta_channel_history` (never a graph's: a running graph must read its
 own writes, which a replica has only once it replays them).
 """
@@ -73,10 +76,21 @@ def sizes_left_out(stats_json: str) -> dict[str, Any]:
     return dict(stats)
 
 
+def lock_left_out(show: str) -> str:
+    # the standby says the lock is unknown where the primary says no one holds it
+    return "\n".join(line for line in show.splitlines() if not line.startswith("lock: "))
+
+
+def lock_field_left_out(show_json: str) -> dict[str, Any]:
+    page = json.loads(show_json)
+    assert page.pop("lock") in ("unknown", "free")
+    return dict(page)
+
+
 READ_ONLY = {
     "threads": (["threads", "--limit", "50"], None),
-    "show": (["show", "{week}"], None),
-    "show --json": (["show", "{week}", "--json"], None),
+    "show": (["show", "{week}"], lock_left_out),
+    "show --json": (["show", "{week}", "--json"], lock_field_left_out),
     "stats": (["stats", "--json"], sizes_left_out),
     "stats --prometheus": (["stats", "--prometheus"], lambda text: "pgcheckpoint_threads" in text),
     "current": (["current", "--check"], None),
@@ -106,6 +120,38 @@ def test_each_read_only_command_answers_on_the_standby_as_on_the_primary(
     on_standby, on_primary = answers
     assert on_standby == on_primary
     assert on_standby  # an answer, not an empty one
+
+
+def test_on_the_standby_a_held_lock_is_unknown_not_free(
+    replica: tuple[Replicated, dict[str, str]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    pair, threads = replica
+    week = threads["week"]
+    primary, standby = pair.primary.dsn("app"), pair.dsn("app", "standby")
+    with PostgresSaver.from_conn_string(primary) as saver, saver.lock_thread(week) as lock:
+        code, out, err = cli(capsys, "threads", "--limit", "50", "--json", "--dsn", primary)
+        assert code == 0, err
+        listed = {t["thread_id"]: t for t in json.loads(out)}
+        assert (listed[week]["lock"], listed[week]["locked_by"]) == ("held", lock.backend_pid)
+        code, out, err = cli(capsys, "show", week, "--dsn", primary)
+        assert f"running now: lock held by pid {lock.backend_pid}" in out.splitlines()
+
+        code, out, err = cli(capsys, "threads", "--limit", "50", "--json", "--dsn", standby)
+        assert code == 0, err
+        listed = {t["thread_id"]: t for t in json.loads(out)}
+        assert {(t["lock"], t["locked_by"]) for t in listed.values()} == {("unknown", None)}
+        assert (
+            "this server is a standby" in err and "cannot see the primary's advisory locks" in err
+        )
+        code, out, err = cli(capsys, "threads", "--limit", "50", "--dsn", standby)
+        assert code == 0 and week in out and "this server is a standby" in err
+        code, out, err = cli(capsys, "show", week, "--dsn", standby)
+        assert code == 0, err
+        assert "lock: unknown on a standby, which cannot see the primary's advisory locks" in out
+        assert "running now" not in out
+        code, out, err = cli(capsys, "show", week, "--json", "--dsn", standby)
+        page = json.loads(out)
+        assert (page["lock"], page["locked_by"]) == ("unknown", None)
 
 
 def test_a_command_that_writes_fails_clearly_on_the_standby(

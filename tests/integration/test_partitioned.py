@@ -62,6 +62,7 @@ from pgcheckpoint.threadview.ops import (
     resolve_checkpoint_op,
     thread_page_op,
 )
+from pgcheckpoint.threadview.search import sealed_search_op
 
 PARTITIONS = 4
 SAMPLES = 2  # runs of each statement explained, per number of threads it names
@@ -84,6 +85,8 @@ SPANNING = {
     "storage_largest_threads": "stats: one pass over the three tables, grouped by thread",
     "storage_unreachable": "stats: one pass over the three tables, rows no read reaches",
     "inspect_recent_threads": "threads: the created_at index, newest first",
+    "inspect_metadata_page": "threads --metadata with a key: the created_at index, a page",
+    "storage_damaged": "stats: one pass over the checkpoints and the values",
     "official_threads_missing": "switch warning: the official table's last rows, a lookup each",
 }
 
@@ -247,6 +250,7 @@ def workload(dsn: str, log: StatementLog) -> None:
             plain.put_writes(first, [("__error__", "boom"), ("__interrupt__", "why")], "task")
         week = threads["week"]
         reader.run(recent_threads_op(reader), atomic=True)
+        sealed.run(sealed_search_op(sealed, metadata=[{"source": "loop"}], limit=2), atomic=True)
         page = plain.run(thread_page_op(plain, week, ""), atomic=True)
         plain.run(thread_page_op(plain, week, "", until=page.nodes[-1].checkpoint_id))
         plain.run(thread_page_op(plain, week, "no-such-namespace"))

@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..threadview.terminal import json_text
+from ..threadview.terminal import json_text, printable
 from . import (
     EXIT_OK,
     add_command,
@@ -65,7 +65,7 @@ def _non_negative_int(text: str) -> int:
 def stats_command(args: argparse.Namespace) -> int:
     """Run `pgcheckpoint stats`."""
     from ..drivers.saver import PostgresSaver
-    from ..maintenance.stats import prometheus_text, storage_stats_op
+    from ..maintenance.stats import DAMAGED_THREADS, prometheus_text, storage_stats_op
 
     dsn = resolve_dsn(args)
     schema = resolve_schema(args)
@@ -92,6 +92,20 @@ def stats_command(args: argparse.Namespace) -> int:
         )
     else:
         print("unreachable  0")
+    damaged = stats.damaged
+    if damaged.get("checkpoints") or damaged.get("blobs"):
+        some = ", ".join(repr(t) for t in damaged["thread_ids"])
+        if len(damaged["thread_ids"]) >= DAMAGED_THREADS:
+            some += ", ..."
+        print(
+            printable(
+                f"damaged      {damaged['checkpoints']} checkpoints, {damaged['blobs']} values "
+                f"(threads {some}): not as pgcheckpoint writes them; `pgcheckpoint show "
+                "THREAD` says what is wrong"
+            )
+        )
+    else:
+        print("damaged      0")
     print()
     rows = [["table", "rows", "data", "indexes", "total"]]
     counts = dict(zip(TABLES, (stats.checkpoints, stats.blobs, stats.writes), strict=True))

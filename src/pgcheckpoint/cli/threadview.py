@@ -8,7 +8,10 @@ row names is ever imported or called. They are decrypted when
 `PGCHECKPOINT_AES_KEYS` (or `LANGGRAPH_AES_KEY`) is set, and then a value
 stored unencrypted is refused unless `--allow-plaintext` is given; without a
 key, encrypted payloads show as `<encrypted>`. A value that cannot be read
-shows as `<unreadable: why>` in its place. This module parses the options, runs the ops of
+shows as `<unreadable: why>` in its place, and a damaged row as `damaged`.
+`threads --metadata` matches the sealed metadata when a key is set
+(`pgcheckpoint.threadview.search`) and otherwise says its answer, read from
+the editable readable column, is unverified. This module parses the options, runs the ops of
 `pgcheckpoint.threadview` through `saver.run` and prints what
 `pgcheckpoint.threadview.render` makes of their result.
 
@@ -51,6 +54,8 @@ if TYPE_CHECKING:  # the rest is imported by the handlers, keeping `--help` chea
 
 DEFAULT_THREADS = 20
 DEFAULT_PAGE = 50
+DEFAULT_SCAN = 10_000  # threadview.search.DEFAULT_SCAN, without importing it for --help
+_KEYS_ENV = "PGCHECKPOINT_AES_KEYS"
 
 
 def register(subparsers: Any) -> None:
@@ -85,7 +90,19 @@ def register(subparsers: Any) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="only threads with a checkpoint whose metadata has KEY=VALUE (repeat to "
-        "require several); the value matches as text or as JSON (42, true)",
+        "require several); the value matches as text or as JSON (42, true). With "
+        f"{_KEYS_ENV} set, matched against the decrypted, authenticated metadata of "
+        "the newest --scan checkpoints; without it, against the readable metadata "
+        "column, which anyone who can write the table can edit (said as unverified)",
+    )
+    p.add_argument(
+        "--scan",
+        type=positive_int,
+        default=DEFAULT_SCAN,
+        metavar="N",
+        help="with --metadata and a key: how many of the newest checkpoints to decrypt "
+        f"and match at most (default: {DEFAULT_SCAN}); the command says when it "
+        "stopped there",
     )
     p.add_argument("--json", action="store_true", help="print JSON for scripts")
     _add_allow_plaintext(p)
@@ -283,32 +300,112 @@ def threads_command(args: argparse.Namespace) -> int:
     """Run `pgcheckpoint threads`."""
     from ..threadview.ops import recent_threads_op
     from ..threadview.render import thread_json, threads_table
+    from ..threadview.search import MetadataSearch, sealed_search_op
 
     filters = parse_metadata(args.metadata) if args.metadata else None
+    search: MetadataSearch | None = None
     with _reading_saver(args) as saver:
-        op = recent_threads_op(
-            saver, schema=resolve_schema(args), limit=args.limit, since=args.since, metadata=filters
-        )
-        threads = saver.run(op, atomic=True)
+        if filters and _key_configured():
+            op = sealed_search_op(
+                saver,
+                metadata=filters,
+                schema=resolve_schema(args),
+                limit=args.limit,
+                since=args.since,
+                scan=args.scan,
+            )
+            search = saver.run(op, atomic=True)
+            threads = search.threads
+        else:
+            threads = saver.run(
+                recent_threads_op(
+                    saver,
+                    schema=resolve_schema(args),
+                    limit=args.limit,
+                    since=args.since,
+                    metadata=filters,
+                ),
+                atomic=True,
+            )
     if args.json:
         _print_json([thread_json(t) for t in threads])
-        return EXIT_OK
-    if not threads:
+    elif threads:
+        _emit(threads_table(threads))
+    else:
         print("no threads found", file=sys.stderr)
-        if filters and _key_configured():
-            print(
-                "metadata kept encrypted cannot be filtered on; only keys the application "
-                "lists in filterable_metadata can",
-                file=sys.stderr,
-            )
-        return EXIT_OK
-    _emit(threads_table(threads))
-    if len(threads) == args.limit:
-        print(
-            f"the {len(threads)} most recently active threads; --limit N for more",
-            file=sys.stderr,
-        )
+    for note in _threads_notes(args, threads, filters, search):
+        print(printable(note), file=sys.stderr)
     return EXIT_OK
+
+
+def _threads_notes(
+    args: argparse.Namespace, threads: Sequence[Any], filters: Any, search: Any
+) -> list[str]:
+    """What `threads` says on stderr besides the list: how far to trust it."""
+    from ..threadview.render import STANDBY_LOCKS
+
+    notes = []
+    if filters and search is None:
+        notes.append(
+            "--metadata matched the readable metadata column, which anyone who can write "
+            "the table can edit: the result is unverified; with the key set "
+            f"({_KEYS_ENV}) it is matched against the sealed metadata instead"
+            + ("" if threads else ", where every key is, not only those of filterable_metadata")
+        )
+    if search is not None:
+        notes += _search_notes(args, search)
+    damaged = [t.thread_id for t in threads if t.latest is not None and t.latest.damage]
+    if damaged:
+        notes.append(
+            f"{len(damaged)} damaged: `pgcheckpoint show {shell_quote(damaged[0])}` says what "
+            "is wrong with each checkpoint and the query that shows its row"
+        )
+    if any(not t.lock_seen for t in threads):
+        notes.append(f"this server is a standby; whether a thread runs now: {STANDBY_LOCKS}")
+    if threads and len(threads) == args.limit and not args.json:
+        notes.append(f"the {len(threads)} most recently active threads; --limit N for more")
+    return notes
+
+
+def _search_notes(args: argparse.Namespace, search: Any) -> list[str]:
+    notes = []
+    if search.truncated:
+        oldest = search.oldest
+        back = "" if oldest is None else f", back to {_utc(oldest)} (UTC)"
+        notes.append(
+            f"--metadata: stopped after the newest {search.scanned:,} checkpoints{back}: "
+            "threads older than that were not searched; --scan N to read more"
+        )
+    if search.altered:
+        thread_ids = sorted({key[0] for key in search.altered})
+        notes.append(
+            f"--metadata: {len(search.altered)} checkpoints (threads {_some(thread_ids)}) "
+            "have a readable metadata column that differs from their sealed metadata: "
+            "someone without the key edited it; they were matched on the sealed metadata"
+        )
+    if search.unreadable:
+        thread_ids = sorted({key[0] for key, _ in search.unreadable})
+        notes.append(
+            f"--metadata: the metadata of {len(search.unreadable)} checkpoints (threads "
+            f"{_some(thread_ids)}) could not be read or authenticated, so they were not "
+            f"matched: {search.unreadable[0][1]}"
+        )
+    unverified = [t.thread_id for t in search.threads if t.metadata_filter == "unverified"]
+    if unverified:
+        notes.append(
+            f"--metadata: threads {_some(unverified)} matched on metadata no key "
+            "authenticates (stored unencrypted, or in LangGraph's own format): unverified"
+        )
+    return notes
+
+
+def _utc(when: dt.datetime) -> str:
+    return when.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _some(names: Sequence[str], shown: int = 3) -> str:
+    listed = ", ".join(repr(n) for n in names[:shown])
+    return listed + (f" and {len(names) - shown} more" if len(names) > shown else "")
 
 
 # -- show ---------------------------------------------------------------------------
@@ -316,8 +413,9 @@ def threads_command(args: argparse.Namespace) -> int:
 
 def show_command(args: argparse.Namespace) -> int:
     """Run `pgcheckpoint show`."""
+    from ..threadview.dot import dot_graph
     from ..threadview.ops import resolve_checkpoint_op, thread_page_op
-    from ..threadview.render import dot_graph, page_json, page_lines
+    from ..threadview.render import page_json, page_lines
 
     if args.values and args.dot:
         raise CliError("--dot draws the tree; drop --values", exit_code=EXIT_USAGE)
@@ -372,6 +470,8 @@ def _not_found(thread_id: str, ns: str, namespaces: dict[str, int]) -> str:
 
 
 def _show_values(args: argparse.Namespace, saver: PostgresSaver, checkpoint_id: str | None) -> int:
+    import psycopg
+
     from ..threadview.ops import checkpoint_values_op, thread_page_op
     from ..threadview.render import values_json, values_lines
 
@@ -381,7 +481,15 @@ def _show_values(args: argparse.Namespace, saver: PostgresSaver, checkpoint_id: 
             raise CliError(_not_found(args.thread_id, args.ns, page.namespaces))
         checkpoint_id = page.nodes[0].checkpoint_id
     op = checkpoint_values_op(saver, args.thread_id, args.ns, checkpoint_id)
-    tup = saver.run(op, atomic=True)
+    try:
+        tup = saver.run(op, atomic=True)
+    except psycopg.DataError as exc:  # a column the read cannot take apart (no JSON object)
+        raise CliError(
+            f"checkpoint {checkpoint_id!r} is damaged: its row cannot be read whole "
+            f"({type(exc).__name__}: {exc}); `pgcheckpoint show {shell_quote(args.thread_id)}"
+            f"{' --ns ' + shell_quote(args.ns) if args.ns else ''}` says what is wrong and "
+            "the query that shows the row"
+        ) from None
     if tup is None:  # deleted between the two reads
         raise CliError(f"checkpoint {checkpoint_id!r} no longer exists")
     if args.json:

@@ -22,6 +22,9 @@ from ..validate import check_count
 
 __all__ = ["StorageStats", "prometheus_text", "storage_stats_op"]
 
+# How many of the threads with damaged rows the stats name.
+DAMAGED_THREADS = 5
+
 
 @dataclass
 class StorageStats:
@@ -42,6 +45,11 @@ class StorageStats:
             `blobs`, `writes`, `bytes`): subgraph runs that hang off no checkpoint
             that exists, writes of checkpoints that do not exist, values of
             namespaces with no checkpoint. A prune leaves no subgraph run hanging.
+        damaged: Rows whose columns are not as pgcheckpoint writes them (what
+            `threads` and `show` mark damaged): `checkpoints` (channel_versions
+            or metadata that is no JSON object, a version neither text nor a
+            number), `blobs` (a value whose bytes are NULL), and `thread_ids`,
+            the first few threads (by id) they belong to.
 
     Example:
         >>> StorageStats(threads=0, checkpoints=0, blobs=0, writes=0).tables
@@ -57,6 +65,7 @@ class StorageStats:
     tables: dict[str, dict[str, int]] = field(default_factory=dict)
     largest: list[dict[str, Any]] = field(default_factory=list)
     unreachable: dict[str, int] = field(default_factory=dict)
+    damaged: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """The stats as JSON-ready data (times in ISO 8601).
@@ -95,6 +104,8 @@ def prometheus_text(stats: StorageStats, schema: str = "public") -> str:
 
     rows = {"pgc_checkpoints": stats.checkpoints, "pgc_blobs": stats.blobs}
     rows["pgc_writes"] = stats.writes
+    damaged = {"pgc_checkpoints": stats.damaged.get("checkpoints", 0)}
+    damaged["pgc_blobs"] = stats.damaged.get("blobs", 0)
     data = {table: sizes.get("table_bytes", 0) for table, sizes in stats.tables.items()}
     indexes = {table: sizes.get("index_bytes", 0) for table, sizes in stats.tables.items()}
     families: list[tuple[str, str, list[tuple[str, float]]]] = [
@@ -102,6 +113,7 @@ def prometheus_text(stats: StorageStats, schema: str = "public") -> str:
         ("table_rows", "Rows of each table", per_table(rows)),
         ("table_data_bytes", "Bytes of each table on disk, TOAST included", per_table(data)),
         ("table_index_bytes", "Bytes of the indexes of each table on disk", per_table(indexes)),
+        ("damaged_rows", "Rows not as pgcheckpoint writes them", per_table(damaged)),
     ]
     for end, when in (("oldest", stats.oldest), ("newest", stats.newest)):
         if when is not None:
@@ -149,6 +161,12 @@ def storage_stats_op(schema: str = "public", *, top: int = 10) -> Op[StorageStat
     }
     lost = yield Stmt("storage_unreachable", {"scope_ids": None}, fetch=True)
     stats.unreachable = {k: int(v) for k, v in lost[0].items()}
+    damaged = yield Stmt("storage_damaged", {"threads": DAMAGED_THREADS}, fetch=True)
+    stats.damaged = {
+        "checkpoints": int(damaged[0]["checkpoints"]),
+        "blobs": int(damaged[0]["blobs"]),
+        "thread_ids": list(damaged[0]["thread_ids"] or ()),
+    }
     if top:
         largest = yield Stmt("storage_largest_threads", {"limit": top}, fetch=True)
         stats.largest = [

@@ -2,8 +2,9 @@
 
 A `ThreadPage` is a run of `CheckpointNode`s of one namespace; each node
 carries the channels it changed (`ChannelChange`), the tasks that saved writes
-against it (`TaskInfo`) and the subgraph runs that started from it
-(`SubgraphInfo`). A `ThreadSummary` is one line of the list of threads. The
+against it (`TaskInfo`), the subgraph runs that started from it
+(`SubgraphInfo`) and what of its rows is damaged (`Damage`). A
+`ThreadSummary` is one line of the list of threads. The
 ops of `pgcheckpoint.threadview.ops` build these; `render` turns them into
 text and JSON; `triggers` holds the LangGraph rules that fill in `ran`,
 `next` and a thread's status.
@@ -27,6 +28,7 @@ __all__ = [
     "SEALED",
     "ChannelChange",
     "CheckpointNode",
+    "Damage",
     "SubgraphInfo",
     "TaskInfo",
     "ThreadPage",
@@ -63,6 +65,23 @@ class Unreadable:
 
     def __repr__(self) -> str:
         return f"<unreadable: {self.error}>"
+
+
+@dataclass(frozen=True)
+class Damage:
+    """Something of a checkpoint's rows that is not as pgcheckpoint writes it.
+
+    Attributes:
+        what: What is wrong, naming the column, value or write.
+        look: A query that shows the damaged row (for psql).
+
+    Example:
+        >>> Damage("column channel_versions is a JSON array, not an object", "SELECT ...").what
+        'column channel_versions is a JSON array, not an object'
+    """
+
+    what: str
+    look: str
 
 
 @dataclass
@@ -174,6 +193,8 @@ class CheckpointNode:
         child_sources: The source of each child, loaded or not.
         fork: Whether it starts a branch: its parent has an older child.
         subgraphs: Subgraph namespaces that ran from it.
+        damage: What of its rows cannot be read as written (its status is then
+            `damaged`); empty for a sound checkpoint.
 
     Example:
         >>> CheckpointNode("t", "", "c2", parent_id="c1").head
@@ -197,6 +218,7 @@ class CheckpointNode:
     child_sources: list[str | None] = field(default_factory=list)
     fork: bool = False
     subgraphs: list[SubgraphInfo] = field(default_factory=list)
+    damage: list[Damage] = field(default_factory=list)
 
     @property
     def step(self) -> int | None:
@@ -269,6 +291,9 @@ class ThreadPage:
             before it ends), None when the page reaches the first.
         namespaces: Every namespace of the thread with its checkpoints, when
             the one asked for has none (to say which exist).
+        locked_by: The backend pid holding the thread's `lock_thread` lock, if any.
+        lock_seen: Whether the server can tell: a standby cannot see the
+            primary's advisory locks, so there `locked_by` is always None.
 
     Example:
         >>> ThreadPage("t", "", total=120, newer=0, nodes=[]).older
@@ -282,6 +307,8 @@ class ThreadPage:
     nodes: list[CheckpointNode]
     older_id: str | None = None
     namespaces: dict[str, int] = field(default_factory=dict)
+    locked_by: int | None = None
+    lock_seen: bool = True
 
     @property
     def older(self) -> int:
@@ -305,6 +332,12 @@ class ThreadSummary:
         size_bytes: Stored bytes across checkpoints, values and writes.
         latest: Its latest root checkpoint (None if it has only subgraph ones).
         locked_by: The backend pid holding its `lock_thread` lock, if any.
+        lock_seen: Whether the server can tell: a standby cannot see the
+            primary's advisory locks, so there `locked_by` is always None.
+        metadata_filter: How `--metadata` matched it: `sealed` (the decrypted,
+            authenticated metadata), `unverified` (the readable JSONB column or
+            a copy no key authenticates, which whoever can write the table can
+            edit), None without a filter.
 
     Example:
         >>> ThreadSummary("t", 3, 1, None, 10, None, None).latest is None
@@ -318,3 +351,5 @@ class ThreadSummary:
     size_bytes: int
     latest: CheckpointNode | None
     locked_by: int | None
+    lock_seen: bool = True
+    metadata_filter: str | None = None

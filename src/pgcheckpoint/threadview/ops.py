@@ -38,6 +38,7 @@ from ..core.state import SaverState
 from ..errors import DecryptionError, UnreadableValueError
 from ..ops import Op, Row, Stmt
 from ..validate import check_id
+from .damage import RowDamage, channel_versions_of, projection_of, versions_seen_of
 from .model import (
     SEALED,
     ChannelChange,
@@ -106,13 +107,45 @@ def _opened(core: SaverState, row: Row) -> tuple[Any, Any]:
 def node_from_row(core: SaverState, row: Row) -> CheckpointNode:
     """Summarise one row of the `inspect_checkpoint_facts` fragment.
 
+    A damaged row still gives a node, whose `damage` says what is wrong.
+
     Example:
         >>> node = node_from_row(saver, row)  # doctest: +SKIP
     """
+    try:
+        return _summarised(core, row)
+    except (TypeError, ValueError, AttributeError) as exc:
+        # a shape of damage no check foresaw (a record decoded into odd types):
+        # the checkpoint still shows, as damaged, and so do the others
+        found = RowDamage(core.schema, row_key(row))
+        found.checkpoint("*", f"the row cannot be summarised ({type(exc).__name__}: {exc})")
+        thread_id, ns, checkpoint_id = row_key(row)
+        return CheckpointNode(
+            thread_id,
+            ns,
+            checkpoint_id,
+            parent_id=row["parent_checkpoint_id"],
+            created_at=row["created_at"],
+            run_id=row["run_id"],
+            ran=None,
+            next=None,
+            damage=found.damage,
+        )
+
+
+def _summarised(core: SaverState, row: Row) -> CheckpointNode:
     thread_id, ns, checkpoint_id = row_key(row)
+    found = RowDamage(core.schema, (thread_id, ns, checkpoint_id))
     record, metadata = _opened(core, row)
+    if isinstance(record, Unreadable):
+        found.checkpoint("type, checkpoint", record.error)
+    if isinstance(metadata, Unreadable):
+        found.checkpoint("metadata_type, metadata, metadata_blob", metadata.error)
+    projection, problems = projection_of(row["metadata"])  # the readable JSONB column
+    for problem in problems:
+        found.checkpoint("metadata", problem)
     if not isinstance(metadata, Mapping):
-        metadata = row["metadata"] or {}  # the readable JSONB projection
+        metadata = projection
     parent_id = row["parent_checkpoint_id"]
     parent_record = None
     if row["parent_type"] is not None:
@@ -124,19 +157,24 @@ def node_from_row(core: SaverState, row: Row) -> CheckpointNode:
         )
         if isinstance(parent_record, dict):
             take_structure(parent_record)
-    versions = dict(row["channel_versions"] or {})
+    versions, problems = channel_versions_of(row["channel_versions"])
+    for problem in problems:
+        found.checkpoint("channel_versions", problem)
     available = set(row["available_channels"] or ())
-    trigger_values = _trigger_values(core, thread_id, ns, row)
-    seen = record.get("versions_seen") if isinstance(record, Mapping) else None
+    trigger_values = _trigger_values(core, thread_id, ns, row, found)
+    seen, problems = versions_seen_of(record)
+    for problem in problems:
+        found.checkpoint("type, checkpoint", problem)
     next_nodes: list[str] | None = None
     unknown = any(v is SEALED or isinstance(v, Unreadable) for v in trigger_values.values())
     if seen is not None and not unknown:
         next_nodes = triggered_nodes(seen, versions, available, trigger_values)
     ran: list[str] | None = None
+    parent_seen = versions_seen_of(parent_record)[0]
     if parent_id is None or parent_record is None:
         ran = []  # the first checkpoint, or a parent pruned away
     elif isinstance(parent_record, Mapping) and seen is not None:
-        ran = nodes_that_ran(parent_record.get("versions_seen") or {}, seen)
+        ran = nodes_that_ran(parent_seen or {}, seen)
     changed = [
         ChannelChange(channel, version, stored, size)
         for channel, version, stored, size in zip(
@@ -148,7 +186,7 @@ def node_from_row(core: SaverState, row: Row) -> CheckpointNode:
         )
     ]
     sends = send_packets(trigger_values.get(TASKS))
-    tasks = _tasks(core, row, sends)
+    tasks = _tasks(core, row, sends, found)
     size = int(row["record_bytes"] or 0)
     size += sum(c.bytes or 0 for c in changed)
     size += sum(int(n or 0) for n in row["write_bytes"] or ())
@@ -166,10 +204,13 @@ def node_from_row(core: SaverState, row: Row) -> CheckpointNode:
         changed=changed,
         tasks=tasks,
         bytes=size,
+        damage=found.damage,
     )
 
 
-def _trigger_values(core: SaverState, thread_id: str, ns: str, row: Row) -> dict[str, Any]:
+def _trigger_values(
+    core: SaverState, thread_id: str, ns: str, row: Row, found: RowDamage
+) -> dict[str, Any]:
     pieces: dict[str, list[tuple[str, str, bytes, str | None]]] = {}
     for channel, version, base, type_, data in zip(
         row["trigger_channels"] or (),
@@ -190,10 +231,11 @@ def _trigger_values(core: SaverState, thread_id: str, ns: str, row: Row) -> dict
             values[channel] = core.load_blob((thread_id, ns, channel), chain)
         except UnreadableValueError as exc:
             values[channel] = Unreadable(str(exc))
+            found.blob(channel, chain[-1][0], str(exc))
     return values
 
 
-def _tasks(core: SaverState, row: Row, sends: Sequence[Any]) -> list[TaskInfo]:
+def _tasks(core: SaverState, row: Row, sends: Sequence[Any], found: RowDamage) -> list[TaskInfo]:
     thread_id, ns, checkpoint_id = row["thread_id"], row["checkpoint_ns"], row["checkpoint_id"]
     tasks: dict[str, TaskInfo] = {}
     for task_id, path, idx, channel, type_, size, payload in zip(
@@ -214,6 +256,8 @@ def _tasks(core: SaverState, row: Row, sends: Sequence[Any]) -> list[TaskInfo]:
             continue
         aad = binding("write", thread_id, ns, checkpoint_id, task_id, idx)
         value = decode_value(core, type_, payload, aad, (channel, path))
+        if isinstance(value, Unreadable):
+            found.write(task_id, idx, value.error)
         if channel == INTERRUPT:
             for interrupt in value if isinstance(value, list | tuple) else [value]:
                 # an Interrupt (duck-typed: langgraph itself is not a dependency);
@@ -311,7 +355,40 @@ def thread_page_op(
                 by_id[parent].subgraphs.append(
                     SubgraphInfo(row["checkpoint_ns"], int(row["checkpoints"]), latest)
                 )
-    return ThreadPage(thread_id, checkpoint_ns, total, newer, nodes, older_id)
+    holders, lock_seen = yield from lock_holders_op(core, core.schema, [thread_id])
+    return ThreadPage(
+        thread_id,
+        checkpoint_ns,
+        total,
+        newer,
+        nodes,
+        older_id,
+        locked_by=holders.get(thread_id),
+        lock_seen=lock_seen,
+    )
+
+
+def lock_holders_op(
+    core: SaverState, schema: str, thread_ids: Sequence[str]
+) -> Op[tuple[dict[str, int], bool]]:
+    """Which of the threads' `lock_thread` locks a session holds (thread id -> backend pid).
+
+    Also whether the server can tell: a standby cannot see the primary's
+    advisory locks (they are not replicated), so there it answers `({}, False)`
+    without asking for them.
+
+    Example:
+        >>> saver.run(lock_holders_op(saver, "public", ["t1"]))  # doctest: +SKIP
+        ({'t1': 4242}, True)
+    """
+    if not thread_ids:
+        return {}, True
+    rows = yield Stmt("inspect_server_in_recovery", fetch=True)
+    if rows[0]["in_recovery"]:
+        return {}, False
+    keys = {thread_lock_key(t, schema): t for t in thread_ids}
+    locks = yield Stmt("inspect_thread_lock_holders", {"keys": list(keys)}, fetch=True)
+    return {keys[r["key"]]: int(r["holder_pid"]) for r in locks}, True
 
 
 # -- many threads ------------------------------------------------------------------
@@ -333,7 +410,10 @@ def recent_threads_op(
         limit: How many threads.
         since: Only threads with a checkpoint saved at or after this time.
         metadata: Only threads with a checkpoint whose metadata contains one
-            of these (JSONB `@>`).
+            of these (JSONB `@>` on the readable `metadata` column, which
+            whoever can write the table can edit: each thread found is marked
+            `unverified`; `pgcheckpoint.threadview.search` checks the sealed
+            metadata instead).
 
     Example:
         >>> saver.run(recent_threads_op(saver, limit=5))  # doctest: +SKIP
@@ -344,15 +424,25 @@ def recent_threads_op(
         {"since": since, "filters": filters, "limit": limit},
         fetch=True,
     )
-    keys = {thread_lock_key(r["thread_id"], schema): r["thread_id"] for r in rows}
-    holders: dict[str, int] = {}
-    if keys:
-        locks = yield Stmt(
-            "inspect_thread_lock_holders",
-            {"keys": list(keys)},
-            fetch=True,
-        )
-        holders = {keys[r["key"]]: int(r["holder_pid"]) for r in locks}
+    matched = (
+        None if metadata is None else dict.fromkeys((r["thread_id"] for r in rows), UNVERIFIED)
+    )
+    return (yield from thread_summaries_op(core, schema, rows, matched))
+
+
+def thread_summaries_op(
+    core: SaverState, schema: str, rows: Sequence[Row], matched: Mapping[str, str] | None = None
+) -> Op[list[ThreadSummary]]:
+    """The `ThreadSummary` of each row of the `thread_summaries` fragment, with its lock.
+
+    `matched` says how a metadata filter matched each thread (`sealed` or
+    `unverified`), for `ThreadSummary.metadata_filter`.
+
+    Example:
+        >>> saver.run(thread_summaries_op(saver, "public", []))  # doctest: +SKIP
+        []
+    """
+    holders, lock_seen = yield from lock_holders_op(core, schema, [r["thread_id"] for r in rows])
     summaries = []
     for row in rows:
         latest = node_from_row(core, row) if row["checkpoint_id"] is not None else None
@@ -365,6 +455,8 @@ def recent_threads_op(
                 size_bytes=int(row["size_bytes"] or 0),
                 latest=latest,
                 locked_by=holders.get(row["thread_id"]),
+                lock_seen=lock_seen,
+                metadata_filter=None if matched is None else matched.get(row["thread_id"]),
             )
         )
     return summaries
@@ -434,6 +526,10 @@ def checkpoint_values_op(
     except UnreadableValueError:
         return _piece_by_piece(core, row)
 
+
+# How a metadata filter matched a thread (`ThreadSummary.metadata_filter`).
+SEALED_MATCH = "sealed"
+UNVERIFIED = "unverified"
 
 # The entries that stand for a record or metadata that cannot be read.
 UNREADABLE_RECORD = "(checkpoint record)"

@@ -4,9 +4,9 @@ Every function takes the data of `pgcheckpoint.threadview.model` (or a
 `CheckpointTuple` for the full state of one checkpoint) and returns lines of
 plain text (no colour), a DOT document or JSON-ready dicts; none reads the
 database or writes to a terminal. `pgcheckpoint threads` prints
-`threads_table`, `pgcheckpoint show` prints `page_lines`, `dot_graph` or
-`values_lines`, and their `--json` forms print `thread_json`, `page_json` and
-`values_json`.
+`threads_table`, `pgcheckpoint show` prints `page_lines` or `values_lines`
+(or `dot.dot_graph`), and their `--json` forms print `thread_json`,
+`page_json` and `values_json`.
 
 Example:
     >>> from pgcheckpoint.threadview import CheckpointNode, ThreadPage
@@ -29,14 +29,16 @@ from langgraph.checkpoint.base import CheckpointTuple
 
 from .model import CheckpointNode, SubgraphInfo, TaskInfo, ThreadPage, ThreadSummary
 from .payloads import jsonable, summarize
-from .terminal import printable, shell_quote
+from .terminal import shell_quote
 from .triggers import START, classify, is_edge, is_internal
 
 __all__ = [
+    "STANDBY_LOCKS",
     "TreeRow",
     "checkpoint_json",
-    "dot_graph",
+    "damage_json",
     "human_bytes",
+    "lock_state",
     "node_details",
     "node_line",
     "page_json",
@@ -51,7 +53,13 @@ __all__ = [
     "values_lines",
 ]
 
-_SHORT_ID = 8
+SHORT_ID = 8
+
+# What a standby says for a thread's lock, which only the primary can see.
+STANDBY_LOCKS = (
+    "unknown on a standby, which cannot see the primary's advisory locks: whether a "
+    "worker runs the thread now (lock_thread, resume), only the primary can tell"
+)
 
 
 # -- JSON ---------------------------------------------------------------------------
@@ -115,7 +123,25 @@ def checkpoint_json(node: CheckpointNode) -> dict[str, Any]:
         "subgraphs": [subgraph_json(s) for s in node.subgraphs],
         "bytes": node.bytes,
         "metadata": jsonable(node.metadata),
+        "damage": damage_json(node),
     }
+
+
+def damage_json(node: CheckpointNode | None) -> list[dict[str, str]]:
+    """What is damaged in a checkpoint's rows, each with the query that shows it."""
+    return [] if node is None else [{"what": d.what, "look": d.look} for d in node.damage]
+
+
+def lock_state(locked_by: int | None, lock_seen: bool) -> str:
+    """`held`, `free`, or `unknown` where the server cannot see the lock (a standby).
+
+    Example:
+        >>> lock_state(None, True), lock_state(None, False), lock_state(4242, True)
+        ('free', 'unknown', 'held')
+    """
+    if not lock_seen:
+        return "unknown"
+    return "free" if locked_by is None else "held"
 
 
 def page_json(page: ThreadPage) -> dict[str, Any]:
@@ -138,6 +164,8 @@ def page_json(page: ThreadPage) -> dict[str, Any]:
         "latest_checkpoint_id": None if latest is None else latest.checkpoint_id,
         "status": status,
         "detail": detail,
+        "lock": lock_state(page.locked_by, page.lock_seen),
+        "locked_by": page.locked_by,
         "checkpoints": [checkpoint_json(n) for n in page.nodes],
     }
 
@@ -167,10 +195,13 @@ def thread_json(summary: ThreadSummary) -> dict[str, Any]:
         "size_bytes": summary.size_bytes,
         "status": status,
         "detail": detail,
+        "lock": lock_state(summary.locked_by, summary.lock_seen),
         "locked_by": summary.locked_by,
         "latest_checkpoint_id": None if latest is None else latest.checkpoint_id,
         "step": None if latest is None else latest.step,
         "next": None if latest is None else latest.next,
+        "damage": damage_json(latest),
+        "metadata_filter": summary.metadata_filter,
     }
 
 
@@ -340,6 +371,10 @@ def page_lines(page: ThreadPage) -> list[str]:
     if latest is not None:
         status, detail = classify(latest)
         lines.append(f"status: {status}" + (f": {detail}" if detail else ""))
+    if page.locked_by is not None:
+        lines.append(f"running now: lock held by pid {page.locked_by}")
+    elif not page.lock_seen:
+        lines.append(f"lock: {STANDBY_LOCKS}")
     if page.older:
         lines.append(
             f"┆ {page.older:,} older checkpoints not shown; the page before: pgcheckpoint show "
@@ -353,7 +388,7 @@ def page_lines(page: ThreadPage) -> list[str]:
         if hidden is not None and hidden != page.older_id:
             # a fork from before the page, or a parent deleted by a prune
             gone = ", not shown" if page.older else " (pruned)"
-            lines.append(f"{row.prefix}┆ from {hidden[-_SHORT_ID:]}{gone}")
+            lines.append(f"{row.prefix}┆ from {hidden[-SHORT_ID:]}{gone}")
         lines.append(f"{row.prefix}● {node_line(node, short[node.checkpoint_id])}")
         lines.extend(f"{row.continuation}  {text}" for text in node_details(node))
     if page.newer:
@@ -375,7 +410,7 @@ def short_ids(ids: Sequence[str]) -> dict[str, str]:
         >>> short_ids(["1ef-aaaa0001", "1ef-bbbb0001"])
         {'1ef-aaaa0001': 'aaaa0001', '1ef-bbbb0001': 'bbbb0001'}
     """
-    size = _SHORT_ID
+    size = SHORT_ID
     while True:
         tails = [i[-size:] for i in ids]
         if len(set(tails)) == len(tails) or all(len(i) <= size for i in ids):
@@ -421,6 +456,9 @@ def node_details(node: CheckpointNode) -> list[str]:
         ['finished']
     """
     lines = []
+    for damage in node.damage:
+        lines.append(f"damaged: {damage.what}")
+        lines.append(f"  look at it: {damage.look}")
     for task in node.tasks:
         for value in task.interrupts:
             if task.state == "interrupted":
@@ -457,6 +495,8 @@ def node_details(node: CheckpointNode) -> list[str]:
 
 def _head_status(node: CheckpointNode) -> str:
     name, detail = classify(node)
+    if name == "damaged":
+        return "damaged: what it holds cannot be trusted; fix or delete the rows above"
     if name == "interrupted":
         return "interrupted: waiting for Command(resume=...)"
     if name == "stopped":
@@ -464,81 +504,6 @@ def _head_status(node: CheckpointNode) -> str:
         nodes = ", ".join(node.next or ()) or "?"
         return f"stopped mid-step: next {nodes}" if saved else f"stopped before {nodes}"
     return name + (f": {detail}" if detail else "")
-
-
-# -- Graphviz -----------------------------------------------------------------------
-
-
-def dot_graph(page: ThreadPage) -> str:
-    """The page as a Graphviz digraph, oldest at the top.
-
-    Interrupted checkpoints are yellow, failed steps red, finished heads green;
-    a step whose writes no checkpoint followed has a dashed border.
-
-    Example:
-        >>> dot_graph(ThreadPage("t", "", 0, 0, [])).splitlines()[0]
-        'digraph "t" {'
-    """
-    short = short_ids([n.checkpoint_id for n in page.nodes])
-    ids = set(short)
-    lines = [
-        f"digraph {_dot(page.thread_id)} {{",
-        "  rankdir=TB;",
-        '  node [shape=box, style="rounded,filled", fillcolor=white, fontname="monospace", '
-        "fontsize=10];",
-    ]
-    for node in sorted(page.nodes, key=lambda n: n.checkpoint_id):
-        label = [f"{short[node.checkpoint_id]}  step {node.step}  {node.source or '?'}"]
-        if node.ran:
-            label.append("ran " + ", ".join(node.ran))
-        for task in node.tasks:
-            if task.state == "interrupted":
-                label.append(f"interrupt: {task.label}")
-            if task.state == "failed":
-                label.append(f"error: {task.label}")
-        attrs = {"label": "\n".join(label)}
-        status = classify(node)[0] if node.head else None
-        if status == "interrupted" or any(t.state == "interrupted" for t in node.tasks):
-            attrs["fillcolor"] = "#fff3b0"
-        elif any(t.state == "failed" for t in node.tasks):
-            attrs["fillcolor"] = "#ffc9c9"
-        elif status == "finished":
-            attrs["fillcolor"] = "#d3f9d8"
-        if node.pending_writes:
-            attrs["style"] = "rounded,filled,dashed"
-        lines.append(f"  {_dot(node.checkpoint_id)} [{_dot_attrs(attrs)}];")
-        if node.parent_id in ids:
-            edge = ' [style=bold, label="fork"]' if node.fork else ""
-            lines.append(f"  {_dot(node.parent_id or '')} -> {_dot(node.checkpoint_id)}{edge};")
-        elif node.parent_id:
-            lines.append(
-                f"  {_dot(node.parent_id)} [label={_dot('…' + node.parent_id[-_SHORT_ID:])}, "
-                'style="rounded,dashed"];'
-            )
-            lines.append(f"  {_dot(node.parent_id)} -> {_dot(node.checkpoint_id)} [style=dashed];")
-        for sub in node.subgraphs:
-            sub_id = f"ns:{sub.checkpoint_ns}"
-            sub_label = (
-                f"subgraph {sub.checkpoint_ns}\n{sub.checkpoints} checkpoints, "
-                f"{classify(sub.latest)[0]}"
-            )
-            lines.append(
-                f'  {_dot(sub_id)} [label={_dot(sub_label)}, shape=component, fillcolor="#e7f5ff"];'
-            )
-            lines.append(f"  {_dot(node.checkpoint_id)} -> {_dot(sub_id)} [style=dotted];")
-    lines.append("}")
-    return "\n".join(lines) + "\n"
-
-
-def _dot(text: str) -> str:
-    # control characters are shown as escapes (`\x1b`, its backslash escaped for DOT)
-    escaped = printable(text, keep="\n").replace("\\", "\\\\")
-    escaped = escaped.replace('"', '\\"').replace("\n", "\\n")
-    return f'"{escaped}"'
-
-
-def _dot_attrs(attrs: dict[str, str]) -> str:
-    return ", ".join(f"{k}={_dot(v)}" for k, v in attrs.items())
 
 
 # -- one checkpoint in full ----------------------------------------------------------

@@ -23,6 +23,8 @@ A thread's status is that of its latest checkpoint (see `classify`):
   (`interrupt_before`/`interrupt_after`), or a run still in progress.
 - `finished`: nothing is left to run.
 - `unknown`: what decides it is encrypted and no key is configured.
+- `damaged`: the checkpoint's rows are not as pgcheckpoint writes them
+  (`CheckpointNode.damage` says how); what they hold cannot be trusted.
 
 Example:
     >>> triggered_nodes({"plan": {"branch:to:plan": "1"}},
@@ -220,6 +222,9 @@ def classify(node: CheckpointNode) -> tuple[str, str]:
         >>> classify(node)
         ('stopped', "b failed: RuntimeError('boom'); a saved writes")
     """
+    if node.damage:
+        more = len(node.damage) - 1
+        return "damaged", node.damage[0].what + (f" (and {more} more)" if more else "")
     waiting = [t for t in node.tasks if t.state == "interrupted"]
     if waiting:
         return "interrupted", "; ".join(
