@@ -25,15 +25,15 @@ SELECT s.* FROM {schema}.pgc_store s WHERE q.prefix IS NULL
 -- The filter of spec `q` on item `s`: `contains` (scalar equalities, one JSONB
 -- containment), then each condition `c` of `conds` on the value at path `c.p`
 -- of the item's `doc` (pgcheckpoint.store.filters): equality with a missing
--- field read as null, the type and length of a container, and comparisons of
--- two numbers, two strings (code-point order) or two booleans; values of
--- different types never compare.
+-- field read as null (a null `v` too: jsonb_to_recordset makes it NULL), the
+-- type and length of a container, and comparisons of two numbers, two strings
+-- (code-point order) or two booleans; values of different types never compare.
 (q.contains IS NULL OR s.doc @> q.contains)
 AND (q.conds IS NULL OR NOT EXISTS (
     SELECT FROM jsonb_to_recordset(q.conds) AS c(p text[], o text, v jsonb)
     WHERE NOT coalesce(CASE c.o
-        WHEN 'eq' THEN coalesce(s.doc #> c.p, 'null'::jsonb) = c.v
-        WHEN 'ne' THEN coalesce(s.doc #> c.p, 'null'::jsonb) <> c.v
+        WHEN 'eq' THEN coalesce(s.doc #> c.p, 'null') = coalesce(c.v, 'null')
+        WHEN 'ne' THEN coalesce(s.doc #> c.p, 'null') <> coalesce(c.v, 'null')
         WHEN 'object' THEN jsonb_typeof(s.doc #> c.p) = 'object'
         WHEN 'array' THEN jsonb_typeof(s.doc #> c.p) = 'array'
                           AND jsonb_array_length(s.doc #> c.p) = c.v::int

@@ -28,11 +28,11 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import psycopg
-from langgraph.store.base import BaseStore, Op, Result, TTLConfig
+from langgraph.store.base import BaseStore, Op, PutOp, Result, TTLConfig
 from langgraph.store.base.batch import AsyncBatchedBaseStore
 
 from ..schema.ddl import migration_lock
-from ..store.batch import Prepared, prepare_batch
+from ..store.batch import prepare_batch
 from ..store.state import StoreState
 from ..store.vectors import IndexSettings, PgvectorMissingError, vector_ddl
 from ..telemetry.activity import logger
@@ -100,24 +100,39 @@ def setup_vectors(conninfo: str, schema: str, settings: IndexSettings) -> None:
             conn.execute(statement)
 
 
+def _deduplicated(ops: list[Op]) -> tuple[list[Op], list[int]]:
+    # Calls made at once often repeat a read (every task searching the same
+    # prefix): run each distinct read once. Puts stay: the batch keeps the last.
+    unique: list[Op] = []
+    seen: dict[Op, int] = {}
+    where: list[int] = []
+    for op in ops:
+        if isinstance(op, PutOp):
+            where.append(len(unique))
+            unique.append(op)
+            continue
+        try:
+            index = seen.setdefault(op, len(unique))
+        except TypeError:  # an op holding a dict (a filter) is not hashable
+            index = len(unique)
+        if index == len(unique):
+            unique.append(op)
+        where.append(index)
+    return unique, where
+
+
 async def _serve(store: Any, items: list[tuple[asyncio.Future[Any], Op]]) -> None:
+    unique, where = _deduplicated([op for _, op in items])
     try:
-        prepared = prepare_batch(store.state, [op for _, op in items])
-    except Exception:  # a bad op: each op alone, so only its caller gets the error
-        for fut, op in items:
-            try:
-                prepared = prepare_batch(store.state, [op])
-            except Exception as exc:
-                fut.set_exception(exc)
-            else:
-                await _serve_prepared(store, [(fut, op)], prepared)
+        prepared = prepare_batch(store.state, unique)
+    except Exception as exc:
+        if len(items) == 1:
+            if not items[0][0].done():
+                items[0][0].set_exception(exc)
+            return
+        for item in items:  # each op alone: one caller's bad op fails that caller only
+            await _serve(store, [item])
         return
-    await _serve_prepared(store, items, prepared)
-
-
-async def _serve_prepared(
-    store: Any, items: list[tuple[asyncio.Future[Any], Op]], prepared: Prepared
-) -> None:
     try:
         results = await store.arun_batch(prepared)
     except Exception as exc:
@@ -125,9 +140,9 @@ async def _serve_prepared(
             if not fut.done():
                 fut.set_exception(exc)
         return
-    for (fut, _), result in zip(items, results, strict=True):
+    for (fut, _), index in zip(items, where, strict=True):
         if not fut.done():
-            fut.set_result(result)
+            fut.set_result(results[index])
 
 
 async def _dispatch(
