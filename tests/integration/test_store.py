@@ -18,7 +18,6 @@ from langgraph.store.base import (
     GetOp,
     InvalidNamespaceError,
     ListNamespacesOp,
-    MatchCondition,
     PutOp,
     SearchOp,
 )

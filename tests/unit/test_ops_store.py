@@ -16,21 +16,26 @@ from langgraph.store.base import (
     SearchOp,
 )
 from langgraph.store.memory import InMemoryStore
+from support.ops import drive
 
 from pgcheckpoint.errors import InvalidInputError
-from pgcheckpoint.store.batch import batch_op, prepare_batch, sweep_op
+from pgcheckpoint.store.batch import prepare_batch, read_op, sweep_op, write_op
 from pgcheckpoint.store.filters import compile_filter
 from pgcheckpoint.store.plans import list_spec, namespace_range
 from pgcheckpoint.store.state import StoreState
 from pgcheckpoint.store.values import decode_value, encode_value
-from support.ops import drive
 
 NOW = datetime(2025, 1, 1, tzinfo=timezone.utc)
 
 
 def _run(ops: list[Any], replies: list[Any], state: StoreState | None = None) -> tuple[Any, Any]:
     state = state or StoreState()
-    return drive(batch_op(state, prepare_batch(state, ops), omit_expired=True), replies)
+    prepared = prepare_batch(state, ops)
+    sent, results = drive(read_op(state, prepared, omit_expired=True), replies[:1])
+    if prepared.puts:
+        writes, _ = drive(write_op(state, prepared), replies[1:])
+        sent += writes
+    return sent, results
 
 
 def _row(state: StoreState, ns: tuple[str, ...], key: str, value: dict[str, Any]) -> dict[str, Any]:
@@ -68,7 +73,8 @@ def test_a_mixed_batch_reads_first_then_writes_puts_and_deletes_in_one_pass() ->
     ]
     prepared = prepare_batch(StoreState(), ops)
     assert prepared.atomic
-    sent, results = drive(batch_op(StoreState(), prepared, omit_expired=True), [[], [], []])
+    sent, results = drive(read_op(StoreState(), prepared, omit_expired=True), [[]])
+    sent += drive(write_op(StoreState(), prepared), [[], []])[0]
     assert [s.name for s in sent] == ["store_get", "store_put", "store_drop_tombstones"]
     put = sent[1].params
     assert put["keys"] == ["gone", "k"] and put["types"][0] == "deleted"
@@ -78,7 +84,8 @@ def test_a_mixed_batch_reads_first_then_writes_puts_and_deletes_in_one_pass() ->
 
 
 def test_a_batch_of_deletes_only_is_one_delete() -> None:
-    sent, _ = _run([PutOp(("a",), "k", None), PutOp(("b",), "k", None)], [[]])
+    prepared = prepare_batch(StoreState(), [PutOp(("a",), "k", None), PutOp(("b",), "k", None)])
+    sent, _ = drive(write_op(StoreState(), prepared), [[]])
     assert [s.name for s in sent] == ["store_delete"]
     assert not prepare_batch(StoreState(), [PutOp(("a",), "k", None)]).atomic
 

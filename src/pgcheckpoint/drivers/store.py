@@ -28,7 +28,7 @@ from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool
 
 from ..schema.migrate import upgrade
-from ..store.batch import Prepared, batch_op, prepare_batch, sweep_op
+from ..store.batch import Prepared, prepare_batch, read_op, sweep_op, write_op
 from ..store.state import DEFAULT_MAX_VALUE_BYTES, StoreState, omit_expired
 from ..telemetry.config import Telemetry
 from ..validate import libpq_dsn
@@ -202,17 +202,18 @@ class PostgresStore(Runner, StoreFront):
             if index is not None and op.query:
                 vector = self.embed_query(op.query)
                 prepared.query_vectors[position] = index.checked([vector], 1, "query")[0]
-        omit = omit_expired(self.ttl_config)
+        results: list[Result] = [None] * prepared.plan.size
+        if prepared.reads:
+            omit = omit_expired(self.ttl_config)
 
-        def again() -> Any:
-            return batch_op(self.state, prepared, omit_expired=omit)
+            def reads() -> Any:
+                return read_op(self.state, prepared, omit_expired=omit)
 
-        return self.run(
-            again(),
-            atomic=prepared.atomic,
-            restart=again if prepared.reads_only else None,
-            name="store_batch",
-        )
+            results = self.run(reads(), restart=reads, name="store_read")
+        if prepared.puts:
+            writes = write_op(self.state, prepared)
+            self.run(writes, atomic=prepared.atomic, name="store_write")
+        return results
 
     def sweep_ttl(self) -> int:
         """Delete the expired items now; how many went.

@@ -2,7 +2,9 @@
 
 `prepare_batch` checks a batch and encodes its puts (so that bad input fails
 before any statement); the driver then embeds `Prepared.texts` and the
-queries' texts with no connection held, and runs `batch_op`, which yields:
+queries' texts with no connection held, and runs `read_op`, then `write_op`
+(apart: a read's TTL refresh must not hold locks in the writes' transaction),
+which yield:
 one `store_get` for every get, one `store_search` for every search without a
 query, one `store_search_vector` per search with one, one
 `store_list_namespaces` for every listing, then the writes: `store_put` (or
@@ -14,7 +16,7 @@ Example:
     >>> from pgcheckpoint.store.state import StoreState
     >>> from langgraph.store.base import GetOp
     >>> prepared = prepare_batch(StoreState(), [GetOp(("a",), "k")])
-    >>> next(batch_op(StoreState(), prepared, omit_expired=True)).name
+    >>> next(read_op(StoreState(), prepared, omit_expired=True)).name
     'store_get'
 """
 
@@ -34,7 +36,7 @@ from .plans import BatchPlan, list_spec, namespace_labels, namespace_text, plan_
 from .state import StoreState
 from .values import StoredValue, decode_value, encode_value
 
-__all__ = ["Prepared", "batch_op", "prepare_batch", "sweep_op"]
+__all__ = ["Prepared", "prepare_batch", "read_op", "sweep_op", "write_op"]
 
 # Expired items one sweep statement deletes.
 SWEEP_BATCH = 1000
@@ -68,9 +70,10 @@ class Prepared:
         return self.plan.mixed
 
     @property
-    def reads_only(self) -> bool:
-        """Whether the batch writes nothing (it may start over on a lost connection)."""
-        return not self.puts
+    def reads(self) -> bool:
+        """Whether the batch reads anything."""
+        plan = self.plan
+        return bool(plan.gets or plan.searches or plan.queries or plan.lists)
 
 
 def _check_ttl(ttl: Any) -> float | None:
@@ -150,7 +153,15 @@ def _put_params(prepared: Prepared) -> dict[str, list[Any]]:
     }
 
 
-def _writes(state: StoreState, prepared: Prepared) -> StoreOp[None]:
+def write_op(state: StoreState, prepared: Prepared) -> StoreOp[None]:
+    """A prepared batch's puts and deletes, each item locked once, in key order.
+
+    Example:
+        >>> from langgraph.store.base import PutOp
+        >>> prepared = prepare_batch(StoreState(), [PutOp(("a",), "k", None)])
+        >>> next(write_op(StoreState(), prepared)).name
+        'store_delete'
+    """
     puts = prepared.puts
     deletes = [(ns, key) for ns, key, stored, _ in puts if stored is None]
     if len(deletes) == len(puts):
@@ -175,13 +186,17 @@ def _writes(state: StoreState, prepared: Prepared) -> StoreOp[None]:
         )
 
 
-def batch_op(state: StoreState, prepared: Prepared, *, omit_expired: bool) -> StoreOp[list[Result]]:
-    """Run a prepared batch: its reads, then its writes; one result per op, in order.
+def read_op(state: StoreState, prepared: Prepared, *, omit_expired: bool) -> StoreOp[list[Result]]:
+    """A prepared batch's reads: one result per op, in order (None for each put).
+
+    Run apart from `write_op`, never in its transaction: the TTL refreshes of
+    reads lock rows in no particular order, which the writes' transaction would
+    then hold while it waits for others, in a circle.
 
     Example:
         >>> from langgraph.store.base import GetOp
-        >>> op = batch_op(StoreState(), prepare_batch(StoreState(), [GetOp(("a",), "k")]),
-        ...               omit_expired=True)
+        >>> op = read_op(StoreState(), prepare_batch(StoreState(), [GetOp(("a",), "k")]),
+        ...              omit_expired=True)
         >>> next(op).params["keys"]
         ['k']
     """
@@ -238,8 +253,6 @@ def batch_op(state: StoreState, prepared: Prepared, *, omit_expired: bool) -> St
                 listed[row["i"]].append(tuple(row["labels"]))
         for i, names in listed.items():
             results[i] = names
-    if prepared.puts:
-        yield from _writes(state, prepared)
     return results
 
 
