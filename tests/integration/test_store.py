@@ -27,6 +27,7 @@ from support.stores import Store, StoreApi, open_store
 
 from pgcheckpoint import PostgresStore
 from pgcheckpoint.errors import InvalidInputError
+from pgcheckpoint.store.vectors import PgvectorMissingError
 
 
 @pytest.fixture(params=VARIANTS)
@@ -224,9 +225,11 @@ async def test_without_pgvector_an_index_fails_setup_clearly_and_the_rest_works(
     if available and available[0]:
         pytest.skip("this server has pgvector: the store's vector tests cover it")
     index = {"dims": 3, "embed": lambda texts: [[1.0, 0.0, 0.0] for _ in texts]}
-    with PostgresStore.from_conn_string(db_dsn, index=index) as store:
-        with pytest.raises(Exception, match="pgvector"):
-            store.setup()
+    with (
+        PostgresStore.from_conn_string(db_dsn, index=index) as store,
+        pytest.raises(PgvectorMissingError, match="apt-get install"),
+    ):
+        store.setup()
     with PostgresStore.from_conn_string(db_dsn) as plain:
         plain.put(("n",), "k", {"v": 1})
         assert plain.get(("n",), "k") is not None
