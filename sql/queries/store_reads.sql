@@ -109,10 +109,10 @@ ORDER BY f.i, f.updated_at DESC, f.ns, f.key
 
 -- name: store_search_vector
 -- retry: safe
--- prepare: never
 -- One search with a query: the items in scope ranked by their closest vector
--- to the query's (`{distance_op}`, exact: filters and offsets hold whatever
--- the index), then those without a vector; ties by namespace and key.
+-- to the query's (exact: filters and offsets hold whatever the index), then
+-- those without a vector; ties by namespace and key. Vectors are compared as
+-- `vector` (a `halfvec` column casts), by the store's `distance`.
 WITH found AS (
     SELECT q.refresh, f.*
     FROM jsonb_to_recordset(%(specs)s::jsonb) AS q(
@@ -122,7 +122,10 @@ WITH found AS (
         SELECT s.ns, s.key, s.type, s.value, s.doc, s.created_at, s.updated_at, b.dist
         FROM ({store_scope}) s
         LEFT JOIN LATERAL (
-            SELECT min(v.embedding {distance_op} %(query)s::text::{vector_type}) AS dist
+            SELECT min(CASE %(distance)s::text
+                WHEN 'l2' THEN v.embedding::vector <-> %(query)s::text::vector
+                WHEN 'inner_product' THEN v.embedding::vector <#> %(query)s::text::vector
+                ELSE v.embedding::vector <=> %(query)s::text::vector END) AS dist
             FROM {schema}.pgc_store_vectors v
             WHERE v.ns = s.ns AND v.key = s.key
         ) b ON true

@@ -25,7 +25,6 @@ SET type = excluded.type, value = excluded.value, doc = excluded.doc, updated_at
 {store_upsert}
 
 -- name: store_put_vectors
--- prepare: never
 -- Puts items with their vectors: every item put loses the vectors it had that
 -- are not among the new ones (a put with index=False loses them all), and the
 -- new ones are written, after the item's row is locked (they join `up`).
@@ -43,7 +42,7 @@ gone AS (
         WHERE n.ns COLLATE "C" = v.ns AND n.key COLLATE "C" = v.key AND n.field = v.field)
 )
 INSERT INTO {schema}.pgc_store_vectors AS v (ns, key, field, embedding)
-SELECT n.ns, n.key, n.field, n.embedding::{vector_type}
+SELECT n.ns, n.key, n.field, n.embedding::vector  -- a halfvec column casts
 FROM unnest(%(v_nss)s::text[], %(v_keys)s::text[], %(v_fields)s::text[],
             %(v_embeddings)s::text[]) AS n(ns, key, field, embedding)
 JOIN up ON up.ns = n.ns COLLATE "C" AND up.key = n.key COLLATE "C"

@@ -3,7 +3,7 @@
 The value codec (the savers' own: a `serde` that encrypts, such as
 `EncryptedSerde`, seals every item's value bound to its row), the fields kept
 readable for filters when sealing, the index settings, and the statements
-rendered for this schema and vector type (`StoreQueries`).
+rendered for this schema.
 
 Example:
     >>> StoreState().queries["store_get"].splitlines()[0]
@@ -24,31 +24,10 @@ from ..errors import InvalidInputError
 from ..statements.queries import Queries
 from .vectors import IndexSettings
 
-__all__ = ["DEFAULT_MAX_VALUE_BYTES", "StoreQueries", "StoreState", "omit_expired"]
+__all__ = ["DEFAULT_MAX_VALUE_BYTES", "StoreState", "omit_expired"]
 
 # The largest serialised value a put takes (PostgreSQL's JSONB stops at 255 MiB).
 DEFAULT_MAX_VALUE_BYTES = 64 * 1024 * 1024
-
-
-class StoreQueries(Queries):
-    """The statements for one schema, with the vector type and distance operator in.
-
-    Example:
-        >>> "::halfvec" in StoreQueries("public", "halfvec", "<->")["store_search_vector"]
-        True
-    """
-
-    def __init__(
-        self, schema: str = "public", vector_type: str = "vector", distance_op: str = "<=>"
-    ) -> None:
-        super().__init__(schema)
-        # both from a closed set (IndexSettings), never from a caller's text
-        for name in list(self):
-            text = super().__getitem__(name)
-            if "{vector_type}" in text or "{distance_op}" in text:
-                self._rendered[name] = text.replace("{vector_type}", vector_type).replace(
-                    "{distance_op}", distance_op
-                )
 
 
 def omit_expired(ttl_config: Mapping[str, Any] | None) -> bool:
@@ -102,7 +81,4 @@ class StoreState:
         self.deserializer = deserializer
         self.max_value_bytes = max_value_bytes
         self.schema = schema
-        if self.index is None:
-            self.queries = StoreQueries(schema)
-        else:
-            self.queries = StoreQueries(schema, self.index.vector_type, self.index.distance_op)
+        self.queries = Queries(schema)

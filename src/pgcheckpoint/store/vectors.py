@@ -12,8 +12,8 @@ index is built as configured for what else reads the table.
 
 Example:
     >>> settings = IndexSettings.from_config({"dims": 3, "embed": lambda texts: []})
-    >>> settings.distance_op, settings.vector_type
-    ('<=>', 'vector')
+    >>> settings.distance, settings.vector_type
+    ('cosine', 'vector')
 """
 
 from __future__ import annotations
@@ -31,11 +31,8 @@ from ..errors import InvalidInputError, PgCheckpointError
 
 __all__ = ["IndexSettings", "PgvectorMissingError", "vector_ddl", "vector_literal"]
 
-_DISTANCES = {
-    "cosine": ("<=>", "cosine_ops"),
-    "l2": ("<->", "l2_ops"),
-    "inner_product": ("<#>", "ip_ops"),
-}
+# each distance's operator class (store_search_vector holds the operators)
+_DISTANCES = {"cosine": "cosine_ops", "l2": "l2_ops", "inner_product": "ip_ops"}
 _KINDS = {"hnsw": ("m", "ef_construction"), "ivfflat": ("lists", "nlist"), "flat": ()}
 
 
@@ -107,11 +104,6 @@ class IndexSettings:
         )
 
     @property
-    def distance_op(self) -> str:
-        """The pgvector operator of the distance."""
-        return _DISTANCES[self.distance][0]
-
-    @property
     def column_type(self) -> str:
         """The embedding column's type as `format_type` writes it: `vector(3)`."""
         return f"{self.vector_type}({self.dims})"
@@ -178,7 +170,7 @@ def vector_ddl(schema: str, settings: IndexSettings) -> list[sql.Composed]:
     ).format(s=s, t=sql.SQL(settings.column_type))
     out = [table]
     if settings.kind != "flat":
-        ops = f"{settings.vector_type}_{_DISTANCES[settings.distance][1]}"
+        ops = f"{settings.vector_type}_{_DISTANCES[settings.distance]}"
         name = f"pgc_store_vectors_{settings.kind}_{ops}"
         with_: sql.Composable = sql.SQL("")
         if settings.params:
