@@ -19,8 +19,9 @@ Revises: 0004
 from __future__ import annotations
 
 from alembic import op
+from sqlalchemy import text
 
-from pgcheckpoint.schema.ddl import ident
+from pgcheckpoint.schema.ddl import DowngradeRefusedError, ident
 
 revision = "0005"
 down_revision = "0004"
@@ -52,5 +53,13 @@ def upgrade(schema: str = "public") -> None:
 
 def downgrade(schema: str = "public") -> None:
     s = ident(schema)
+    context = op.get_context()
+    if not context.as_sql:
+        items = op.get_bind().execute(text(f"SELECT count(*) FROM {s}.pgc_store")).scalar()
+        if items:
+            raise DowngradeRefusedError(
+                f"the store holds {items} items, which revision 0004 has no table for; "
+                "delete them (or restore a backup taken before the upgrade), then downgrade"
+            )
     op.execute(f"DROP TABLE IF EXISTS {s}.pgc_store_vectors")
     op.execute(f"DROP TABLE IF EXISTS {s}.pgc_store")

@@ -32,11 +32,19 @@ from langgraph.store.base import Item, Op, Result, SearchItem
 from ..errors import InvalidInputError
 from ..ops import Op as StoreOp
 from ..ops import Row, Stmt
-from .plans import BatchPlan, list_spec, namespace_labels, namespace_text, plan_ops, search_spec
+from .plans import (
+    BatchPlan,
+    list_spec,
+    namespace_labels,
+    namespace_range,
+    namespace_text,
+    plan_ops,
+    search_spec,
+)
 from .state import StoreState
 from .values import StoredValue, decode_value, encode_value
 
-__all__ = ["Prepared", "prepare_batch", "read_op", "sweep_op", "write_op"]
+__all__ = ["Prepared", "count_op", "prepare_batch", "read_op", "sweep_op", "write_op"]
 
 # Expired items one sweep statement deletes.
 SWEEP_BATCH = 1000
@@ -269,3 +277,14 @@ def sweep_op(limit: int = SWEEP_BATCH) -> StoreOp[int]:
         total += len(rows)
         if len(rows) < limit:
             return total
+
+
+def count_op(prefix: tuple[str, ...]) -> StoreOp[dict[str, int]]:
+    """How many items a namespace prefix holds, and how many of them have expired.
+
+    Example:
+        >>> next(count_op(("users",))).params["prefix"]
+        'users'
+    """
+    rows = yield Stmt("store_count", namespace_range(prefix), fetch=True)
+    return {"items": int(rows[0]["items"]), "expired": int(rows[0]["expired"])}
