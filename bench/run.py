@@ -39,6 +39,9 @@ Workloads:
 - telemetry: the calls of the ops workload on pgcheckpoint alone, as without
   opentelemetry, with its API and no SDK, and with the SDK and an in-memory
   exporter (`bench_telemetry`): what spans and metrics cost.
+- store: the store (`PostgresStore`) against the official one at 10k and 100k
+  items: put, get, search with a filter and with a query, list_namespaces,
+  batches of 1/10/100 puts (bench_store.py).
 - memory: peak and steady RSS of a worker process serving thousands of threads
   (bench_memory.py), one process per saver, and pgcheckpoint with nothing cached.
 
@@ -73,10 +76,11 @@ from bench_memory import run_memory
 from bench_ops import run_ops
 from bench_report import markdown_table, telemetry_table, wire_table
 from bench_storage import run_storage
+from bench_store import run_store
 from bench_telemetry import run_telemetry
 from bench_timing import QUICK, Plan, Results, log
 
-SECTIONS = ("ops", "agent", "concurrency", "storage", "live", "memory", "telemetry")
+SECTIONS = ("ops", "agent", "concurrency", "storage", "live", "memory", "telemetry", "store")
 MODES = ("sync", "async")
 
 
@@ -189,6 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "live": lambda: run_live(dbs, plan, modes, results),
             "memory": lambda: run_memory(dbs, plan, results),
             "telemetry": lambda: run_telemetry(dbs, plan, modes, recordings[False], results),
+            "store": lambda: run_store(dbs, plan, modes, results),
         }
         for section in sections:
             t0 = time.perf_counter()

@@ -53,18 +53,23 @@ AND (NOT q.omit OR s.expires_at IS NULL OR s.expires_at > now())
 
 -- fragment: store_refresh
 -- Extends the TTL of the items `found` (ns, key, refresh) read: those that
--- have one and have not expired, skipping rows other transactions hold.
+-- have one and have not expired, skipping rows other transactions hold. Each
+-- is looked up by its key (LATERAL), then updated by its row id: a join the
+-- planner could choose would read the whole table for a page of ten.
 refreshed AS (
     UPDATE {schema}.pgc_store s
     SET expires_at = now() + s.ttl_minutes * interval '1 minute'
     FROM (
-        SELECT x.ns, x.key FROM {schema}.pgc_store x
-        WHERE (x.ns, x.key) IN (SELECT f.ns, f.key FROM found f WHERE f.refresh)
-          AND x.ttl_minutes IS NOT NULL AND x.expires_at > now()
-        ORDER BY x.ns, x.key
-        FOR UPDATE SKIP LOCKED
+        SELECT x.row_id FROM found f
+        CROSS JOIN LATERAL (
+            SELECT x.ctid AS row_id FROM {schema}.pgc_store x
+            WHERE x.ns = f.ns AND x.key = f.key
+              AND x.ttl_minutes IS NOT NULL AND x.expires_at > now()
+            FOR UPDATE SKIP LOCKED
+        ) x
+        WHERE f.refresh
     ) l
-    WHERE s.ns = l.ns AND s.key = l.key
+    WHERE s.ctid = l.row_id
     RETURNING s.ns
 )
 
