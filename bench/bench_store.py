@@ -64,7 +64,9 @@ def _stores(dbs: Databases, index: dict[str, Any] | None) -> Iterator[dict[str, 
         with (
             PostgresStore.from_conn_string(ours_dsn, pool_config=pool, index=index) as ours,
             OfficialStore.from_conn_string(
-                official_dsn, pool_config=pool, index=index  # type: ignore[arg-type]
+                official_dsn,
+                pool_config=pool,
+                index=index,  # type: ignore[arg-type]
             ) as official,
         ):
             ours.setup()
@@ -98,9 +100,7 @@ def run_store(dbs: Databases, plan: Plan, modes: Sequence[str], results: Results
             _time(stores, plan, size, results, vectors)
 
 
-def _time(
-    stores: dict[str, Any], plan: Plan, size: int, results: Results, vectors: bool
-) -> None:
+def _time(stores: dict[str, Any], plan: Plan, size: int, results: Results, vectors: bool) -> None:
     rng = random.Random(size)
     n, warmup, block = plan.samples, plan.warmup, plan.block
     label = f"{size // 1000}k items"
