@@ -92,3 +92,52 @@ SELECT (SELECT format_type(a.atttypid, a.atttypmod)
        EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'vector') AS installed,
        EXISTS (SELECT FROM pg_catalog.pg_available_extensions WHERE name = 'vector')
            AS available
+
+-- name: store_official_tables
+-- retry: safe
+-- Which of the official store's tables exist (named with their schema), and
+-- whether this store has its vector table.
+SELECT to_regclass(%(store)s) IS NOT NULL AS store,
+       to_regclass(%(vectors)s) IS NOT NULL AS vectors,
+       to_regclass(%(ours)s) IS NOT NULL AS our_vectors
+
+-- name: store_official_page
+-- retry: safe
+-- A page of the official store's items (table `store`), after (prefix, key).
+SELECT o.prefix, o.key, o.value::text AS value, o.created_at, o.updated_at, o.expires_at,
+       o.ttl_minutes::float8 AS ttl_minutes
+FROM {schema}.store o
+WHERE (o.prefix, o.key) > (%(after_prefix)s::text, %(after_key)s::text)
+ORDER BY o.prefix, o.key
+LIMIT %(limit)s
+
+-- name: store_official_vectors
+-- retry: safe
+-- The official store's vectors (table `store_vectors`) of a page of items.
+SELECT o.prefix, o.key, o.field_name, o.embedding::text AS embedding
+FROM {schema}.store_vectors o
+JOIN unnest(%(nss)s::text[], %(keys)s::text[]) AS k(ns, key) ON o.prefix = k.ns AND o.key = k.key
+
+-- name: store_import
+-- Copies items from the official store with their timestamps and TTLs; an item
+-- already in pgc_store (written by pgcheckpoint, so newer) stays.
+INSERT INTO {schema}.pgc_store AS s
+    (ns, key, type, value, doc, created_at, updated_at, expires_at, ttl_minutes)
+SELECT i.ns, i.key, i.type, i.value, i.doc::jsonb, coalesce(i.created_at, now()),
+       coalesce(i.updated_at, now()), i.expires_at, i.ttl
+FROM unnest(%(nss)s::text[], %(keys)s::text[], %(types)s::text[], %(values)s::bytea[],
+            %(docs)s::text[], %(created)s::timestamptz[], %(updated)s::timestamptz[],
+            %(expires)s::timestamptz[], %(ttls)s::float8[])
+    AS i(ns, key, type, value, doc, created_at, updated_at, expires_at, ttl)
+ORDER BY i.ns COLLATE "C", i.key COLLATE "C"
+ON CONFLICT (ns, key) DO NOTHING
+RETURNING s.ns, s.key
+
+-- name: store_import_vectors
+-- Copies the official store's vectors of the items `store_import` copied.
+INSERT INTO {schema}.pgc_store_vectors (ns, key, field, embedding)
+SELECT n.ns, n.key, n.field, n.embedding::vector  -- a halfvec column casts
+FROM unnest(%(v_nss)s::text[], %(v_keys)s::text[], %(v_fields)s::text[],
+            %(v_embeddings)s::text[]) AS n(ns, key, field, embedding)
+ORDER BY n.ns COLLATE "C", n.key COLLATE "C", n.field
+ON CONFLICT (ns, key, field) DO NOTHING

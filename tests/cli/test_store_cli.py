@@ -40,3 +40,27 @@ def test_store_commands(db_dsn: str) -> None:
     missing = run_cli("store", "show", "users.u9", "prefs", "--dsn", db_dsn)
     assert missing.returncode == 1 and "pgcheckpoint store namespaces" in missing.stderr
     assert run_cli("store", "count", "users", "--dsn", db_dsn).stdout.split()[:2] == ["items", "3"]
+
+
+def test_store_import_copies_the_official_store(db_dsn: str) -> None:
+    from langgraph.store.postgres import PostgresStore as OfficialStore
+
+    with OfficialStore.from_conn_string(db_dsn) as official:
+        official.setup()
+        for i in range(7):
+            official.put(("users", f"u{i % 2}"), f"k{i}", {"i": i, "text": "é\u2603"})
+        official.put(("users", "u0"), "ttl", {"v": 1}, ttl=30)
+    with PostgresStore.from_conn_string(db_dsn) as ours:
+        ours.put(("users", "u0"), "k0", {"newer": True})
+    first = run_cli("store", "import", "--page-size", "3", "--json", "--dsn", db_dsn)
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout) == {"items": 7, "kept": 1, "vectors": 0, "failed": {}}
+    again = run_cli("store", "import", "--json", "--dsn", db_dsn)
+    assert json.loads(again.stdout)["items"] == 0
+    with PostgresStore.from_conn_string(db_dsn) as ours:
+        assert ours.get(("users", "u0"), "k0").value == {"newer": True}
+        assert ours.get(("users", "u1"), "k3").value == {"i": 3, "text": "é\u2603"}
+        assert len(ours.search(("users",), limit=100)) == 8
+    with psycopg.connect(db_dsn) as conn:
+        ttl = conn.execute("SELECT ttl_minutes FROM pgc_store WHERE key = 'ttl'").fetchone()
+    assert ttl == (30.0,)

@@ -4,13 +4,15 @@ A namespace is written as its labels joined by `.` (no label holds one), or
 `-` for the whole store. `show` reads an item without refreshing its TTL;
 with `PGCHECKPOINT_AES_KEYS` set, sealed values are opened with those keys.
 `sweep` deletes the items whose TTL has run out (from cron, beside
-`pgcheckpoint prune`). Every command takes `--json`.
+`pgcheckpoint prune`). `import` copies an official store's items and vectors.
+Every command takes `--json`.
 
 Example:
     $ pgcheckpoint store namespaces --prefix users
     $ pgcheckpoint store show users.u1 prefs --json
     $ pgcheckpoint store count users
     $ pgcheckpoint store sweep
+    $ pgcheckpoint store import
 """
 
 from __future__ import annotations
@@ -57,7 +59,21 @@ def register(subparsers: Any) -> None:
     count.set_defaults(handler=count_command)
     sweep = add_command(commands, "sweep", help="delete the items whose TTL has run out")
     sweep.set_defaults(handler=sweep_command)
-    for command in (ls, show, count, sweep):
+    imp = add_command(
+        commands,
+        "import",
+        help="copy the items and vectors of langgraph-checkpoint-postgres's store (table "
+        "'store' of the schema); items already here stay",
+    )
+    imp.add_argument(
+        "--page-size",
+        type=positive_int,
+        default=500,
+        metavar="N",
+        help="items per transaction (default: 500)",
+    )
+    imp.set_defaults(handler=import_command)
+    for command in (ls, show, count, sweep, imp):
         command.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
@@ -146,3 +162,21 @@ def sweep_command(args: argparse.Namespace) -> int:
     else:
         print(f"swept {swept} expired items")
     return EXIT_OK
+
+
+def import_command(args: argparse.Namespace) -> int:
+    """Run `pgcheckpoint store import`."""
+    from ..store.importer import import_sweep
+
+    with _store(args) as store:
+        report = store.run_each(import_sweep(store.state, page_size=args.page_size))
+    if args.json:
+        print(json_text(report.as_dict()))
+    else:
+        print(
+            f"copied {report.items} items and {report.vectors} vectors; "
+            f"{report.kept} were here already"
+        )
+        for where, error in report.failed.items():
+            print(f"failed {printable(where)}: {printable(error)}")
+    return EXIT_FAILED if report.failed else EXIT_OK
