@@ -10,16 +10,30 @@
 -- skips a row another transaction holds (its writer sets the TTL anyway): a
 -- read never waits for a row lock, so it never takes part in a deadlock.
 
--- fragment: store_scope
--- The items `s` in the namespace range of spec `q`: one arm reads the range of
--- the primary key, the other (no prefix) the whole table; the planner keeps
--- both and `q` switches one off.
+-- fragment: store_range
+-- The items `s` in the namespace range of spec `q` (a prefix of one label or
+-- more): a range of the primary key.
 SELECT s.* FROM {schema}.pgc_store s
-WHERE q.prefix IS NOT NULL
-  AND s.ns >= q.prefix COLLATE "C" AND s.ns < q.hi COLLATE "C"
+WHERE s.ns >= q.prefix COLLATE "C" AND s.ns < q.hi COLLATE "C"
   AND (s.ns = q.prefix COLLATE "C" OR s.ns >= q.lo COLLATE "C")
+
+-- fragment: store_scope
+-- The items `s` in the range of spec `q`, or all of them when it has no prefix:
+-- the planner keeps both arms and `q` switches one off. Only for statements
+-- that may read the whole table anyway (listings, counts): a search chooses
+-- `store_search` or `store_search_all`, as the cost of the table scan arm,
+-- counted for every spec, made the planner compile a page of ten (JIT, 25 ms).
+SELECT s.* FROM ({store_range}) s WHERE q.prefix IS NOT NULL
 UNION ALL
 SELECT s.* FROM {schema}.pgc_store s WHERE q.prefix IS NULL
+
+-- fragment: store_specs
+-- The specs of a batch's searches (pgcheckpoint.store.plans.search_spec), as rows
+-- `q`; LIMIT tells the planner how many (a set function is taken for 100 rows).
+(SELECT * FROM jsonb_to_recordset(%(specs)s::jsonb) AS q(
+    i int, prefix text, lo text, hi text, contains jsonb, conds jsonb,
+    lim int, off int, refresh bool, omit bool)
+ LIMIT %(count)s) q
 
 -- fragment: store_filter
 -- The filter of spec `q` on item `s`: `contains` (scalar equalities, one JSONB
@@ -90,18 +104,19 @@ found AS (
 {store_refresh}
 SELECT f.ns, f.key, f.type, f.value, f.doc, f.created_at, f.updated_at FROM found f
 
--- name: store_search
--- retry: safe
--- Every search without a query of a batch: each spec's page, newest first,
--- then by namespace and key, so that pages never overlap (a total order).
+-- fragment: store_search_open
+-- A search statement is `store_search_open`, the rows in scope, then
+-- `store_search_close`: each spec's page, newest first, then by namespace and
+-- key, so that pages never overlap (a total order).
 WITH found AS (
     SELECT q.i, q.refresh, f.*
-    FROM jsonb_to_recordset(%(specs)s::jsonb) AS q(
-        i int, prefix text, lo text, hi text, contains jsonb, conds jsonb,
-        lim int, off int, refresh bool, omit bool)
+    FROM {store_specs}
     CROSS JOIN LATERAL (
         SELECT s.ns, s.key, s.type, s.value, s.doc, s.created_at, s.updated_at
-        FROM ({store_scope}) s
+        FROM (
+
+-- fragment: store_search_close
+        ) s
         WHERE {store_filter}
         ORDER BY s.updated_at DESC, s.ns, s.key
         LIMIT q.lim OFFSET q.off
@@ -112,20 +127,31 @@ SELECT f.i, f.ns, f.key, f.type, f.value, f.doc, f.created_at, f.updated_at
 FROM found f
 ORDER BY f.i, f.updated_at DESC, f.ns, f.key
 
--- name: store_search_vector
+-- name: store_search
 -- retry: safe
--- One search with a query: the items in scope ranked by their closest vector
--- to the query's (exact: filters and offsets hold whatever the index), then
--- those without a vector; ties by namespace and key. Vectors are compared as
--- `vector` (a `halfvec` column casts), by the store's `distance`.
+-- Every search without a query of a batch, under a namespace prefix.
+{store_search_open} {store_range} {store_search_close}
+
+-- name: store_search_all
+-- retry: safe
+-- Every search without a query of a batch over the whole store (prefix ()).
+{store_search_open} SELECT s.* FROM {schema}.pgc_store s {store_search_close}
+
+-- fragment: store_vector_open
+-- A search with a query is `store_vector_open`, the rows in scope, then
+-- `store_vector_close`: the items ranked by their closest vector to the query's
+-- (exact: filters and offsets hold whatever the index), then those without a
+-- vector; ties by namespace and key. Vectors are compared as `vector` (a
+-- `halfvec` column casts), by the store's `distance`.
 WITH found AS (
     SELECT q.refresh, f.*
-    FROM jsonb_to_recordset(%(specs)s::jsonb) AS q(
-        i int, prefix text, lo text, hi text, contains jsonb, conds jsonb,
-        lim int, off int, refresh bool, omit bool)
+    FROM {store_specs}
     CROSS JOIN LATERAL (
         SELECT s.ns, s.key, s.type, s.value, s.doc, s.created_at, s.updated_at, b.dist
-        FROM ({store_scope}) s
+        FROM (
+
+-- fragment: store_vector_close
+        ) s
         LEFT JOIN LATERAL (
             SELECT min(CASE %(distance)s::text
                 WHEN 'l2' THEN v.embedding::vector <-> %(query)s::text::vector
@@ -145,6 +171,16 @@ SELECT f.ns, f.key, f.type, f.value, f.doc, f.created_at, f.updated_at,
 FROM found f
 ORDER BY f.dist NULLS LAST, f.ns, f.key
 
+-- name: store_search_vector
+-- retry: safe
+-- One search with a query, under a namespace prefix.
+{store_vector_open} {store_range} {store_vector_close}
+
+-- name: store_search_vector_all
+-- retry: safe
+-- One search with a query over the whole store.
+{store_vector_open} SELECT s.* FROM {schema}.pgc_store s {store_vector_close}
+
 -- name: store_list_namespaces
 -- retry: safe
 -- Every namespace listing of a batch: each spec's distinct namespaces (cut to
@@ -152,9 +188,9 @@ ORDER BY f.dist NULLS LAST, f.ns, f.key
 -- must start or end with (NULL: any one label); `prefix` is the range of the
 -- literal labels `pre` starts with.
 SELECT q.i, n.labels
-FROM jsonb_to_recordset(%(specs)s::jsonb) AS q(
+FROM (SELECT * FROM jsonb_to_recordset(%(specs)s::jsonb) AS q(
     i int, prefix text, lo text, hi text, pre text[], suf text[], depth int,
-    lim int, off int, omit bool)
+    lim int, off int, omit bool) LIMIT %(count)s) q
 CROSS JOIN LATERAL (
     SELECT DISTINCT (CASE WHEN q.depth IS NULL THEN a.parts ELSE a.parts[1:q.depth] END)
            COLLATE "C" AS labels

@@ -92,14 +92,24 @@ def test_a_batch_of_deletes_only_is_one_delete() -> None:
 
 def test_searches_of_a_batch_are_one_statement_and_pages_go_back_to_their_ops() -> None:
     state = StoreState()
-    ops = [SearchOp(("a",), filter={"x": 1}), SearchOp((), limit=2, offset=4)]
+    ops = [SearchOp(("a",), filter={"x": 1}), SearchOp(("b", "c"), limit=2, offset=4)]
     row = {**_row(state, ("a",), "k", {"x": 1}), "i": 0}
     sent, results = _run(ops, [[row]], state)
+    assert [s.name for s in sent] == ["store_search"] and sent[0].params["count"] == 2
     specs = json.loads(sent[0].params["specs"])
     assert [s["i"] for s in specs] == [0, 1]
     assert specs[0]["contains"] == {"x": 1} and specs[0]["prefix"] == "a"
-    assert specs[1]["prefix"] is None and (specs[1]["lim"], specs[1]["off"]) == (2, 4)
+    assert specs[1]["prefix"] == "b.c" and (specs[1]["lim"], specs[1]["off"]) == (2, 4)
     assert [i.key for i in results[0]] == ["k"] and results[1] == []
+
+
+def test_a_search_over_the_whole_store_reads_the_table_in_a_statement_of_its_own() -> None:
+    state = StoreState()
+    prepared = prepare_batch(state, [SearchOp(()), SearchOp(("a",))])
+    sent, results = drive(read_op(state, prepared, omit_expired=True), [[], []])
+    assert [s.name for s in sent] == ["store_search", "store_search_all"]
+    assert json.loads(sent[1].params["specs"])[0]["prefix"] is None
+    assert results == [[], []]
 
 
 def test_listings_are_one_statement_and_a_listing_that_cannot_match_sends_nothing() -> None:

@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from langgraph.store.base import Item, Op, Result, SearchItem
+from langgraph.store.base import Item, Op, Result, SearchItem, SearchOp
 
 from ..errors import InvalidInputError
 from ..ops import Op as StoreOp
@@ -161,6 +161,15 @@ def _put_params(prepared: Prepared) -> dict[str, list[Any]]:
     }
 
 
+def _by_scope(
+    searches: list[tuple[int, SearchOp]], name: str
+) -> list[tuple[str, list[tuple[int, SearchOp]]]]:
+    # searches under a prefix read a range of the key; those over () the table
+    ranged = [(i, op) for i, op in searches if op.namespace_prefix]
+    whole = [(i, op) for i, op in searches if not op.namespace_prefix]
+    return [(n, g) for n, g in ((name, ranged), (name + "_all", whole)) if g]
+
+
 def write_op(state: StoreState, prepared: Prepared) -> StoreOp[None]:
     """A prepared batch's puts and deletes, each item locked once, in key order.
 
@@ -226,22 +235,24 @@ def read_op(state: StoreState, prepared: Prepared, *, omit_expired: bool) -> Sto
             row = found.get((namespace_text(op.namespace), op.key))
             results[position] = _item(state, row) if row is not None else None
     if plan.searches:
-        specs = [
-            search_spec(op, i, omit_expired=omit_expired, filterable=state.filterable)
-            for i, op in plan.searches
-        ]
-        rows = yield Stmt("store_search", {"specs": json.dumps(specs)}, fetch=True)
         pages: dict[int, list[SearchItem]] = {i: [] for i, _ in plan.searches}
-        for row in rows:
-            pages[row["i"]].append(_item(state, row, SearchItem))
+        for name, group in _by_scope(plan.searches, "store_search"):
+            specs = [
+                search_spec(op, i, omit_expired=omit_expired, filterable=state.filterable)
+                for i, op in group
+            ]
+            params = {"specs": json.dumps(specs), "count": len(specs)}
+            for row in (yield Stmt(name, params, fetch=True)):
+                pages[row["i"]].append(_item(state, row, SearchItem))
         for i, page in pages.items():
             results[i] = page
     for i, query in plan.queries:
         spec = search_spec(query, i, omit_expired=omit_expired, filterable=state.filterable)
         rows = yield Stmt(
-            "store_search_vector",
+            "store_search_vector" if query.namespace_prefix else "store_search_vector_all",
             {
                 "specs": json.dumps([spec]),
+                "count": 1,
                 "query": prepared.query_vectors[i],
                 "distance": state.index.distance if state.index else "cosine",
             },
@@ -256,7 +267,8 @@ def read_op(state: StoreState, prepared: Prepared, *, omit_expired: bool) -> Sto
         specs_or_none = [(i, list_spec(op, i, omit_expired=omit_expired)) for i, op in plan.lists]
         specs = [s for _, s in specs_or_none if s is not None]
         if specs:
-            rows = yield Stmt("store_list_namespaces", {"specs": json.dumps(specs)}, fetch=True)
+            params = {"specs": json.dumps(specs), "count": len(specs)}
+            rows = yield Stmt("store_list_namespaces", params, fetch=True)
             for row in rows:
                 listed[row["i"]].append(tuple(row["labels"]))
         for i, names in listed.items():
