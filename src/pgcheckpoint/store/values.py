@@ -22,7 +22,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..codec.binding import binding
+from ..codec.binding import as_sealer, binding
 from ..codec.integrity import projection_keys
 from ..codec.labels import cipher_label
 from ..codec.metadata import json_projection
@@ -34,6 +34,8 @@ __all__ = ["StoredValue", "decode_value", "encode_json", "encode_value", "item_b
 
 # (type, bytes, doc as JSON text) of one item as `store_put` takes it
 StoredValue = tuple[str, bytes, str]
+# one encoder for every value (json.dumps with options makes one per call)
+_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
 def item_binding(ns: str, key: str) -> bytes:
@@ -57,7 +59,7 @@ def encode_json(value: Mapping[str, Any]) -> bytes | None:
         b'{"n":1180591620717411303424}'
     """
     try:
-        text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        text = _JSON.encode(value)
     except ValueError as exc:
         raise InvalidInputError(
             f"cannot store the value: {exc} (JSON has no NaN or infinity); store None "
@@ -116,12 +118,16 @@ def encode_value(
             f"namespace {ns!r}); wrap it, e.g. {{'value': ...}}"
         )
     value = dict(value)
-    ns_text = namespace_text(ns)
-    aad = item_binding(ns_text, key)
+    sealing = as_sealer(codec.serde) is not None
+    if sealing and filterable is None:
+        filterable = frozenset()  # sealed, nothing declared readable
+    # the binding only a seal (and an error message) reads
+    aad = item_binding(namespace_text(ns), key) if sealing else b""
     text = encode_json(value)
     if text is not None:
         type_, data = "json", text
     else:
+        aad = aad or item_binding(namespace_text(ns), key)
         if _has_non_finite(value):
             raise InvalidInputError(
                 f"cannot store the value of key {key!r}: it holds NaN or an infinity, which "
@@ -136,7 +142,7 @@ def encode_value(
         )
     doc = _doc_text(value, text, filterable)
     # a seal binds the readable fields' names (format 2); a plain value binds nothing
-    columns = (projection_keys(json.loads(doc)),) if filterable is not None else ()
+    columns = (projection_keys(json.loads(doc)),) if sealing else ()
     stored_type, stored = codec.pack_value(type_, data, aad, columns)
     return stored_type, stored, doc
 
