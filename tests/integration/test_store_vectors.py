@@ -147,3 +147,34 @@ async def test_an_embedding_call_holds_no_connection(vector_dsn: str) -> None:
         astores.append(AsyncPostgresStore(apool, index={**INDEX, "embed": aembed_and_read}))
         await asyncio.wait_for(astores[0].aput(("e",), "k2", {"text": "abc"}), 20)
     assert len(reads) == 2 and all(r is not None for r in reads)
+
+
+@pytest.mark.parametrize(
+    "ann",
+    [
+        {"kind": "flat"},
+        {"kind": "hnsw", "m": 8, "ef_construction": 32},
+        {"kind": "ivfflat", "nlist": 4, "vector_type": "halfvec"},
+    ],
+)
+async def test_every_index_kind_sets_up_and_searches(vector_dsn: str, ann: dict[str, Any]) -> None:
+    async with AsyncPostgresStore.from_conn_string(
+        vector_dsn, index={**INDEX, "ann_index_config": ann}
+    ) as store:
+        await store.setup()
+        await store.setup()  # again: nothing to do
+        await store.aput(("k",), "a", {"text": "aaa"})
+        await store.aput(("k",), "b", {"text": "bbb"})
+        assert [i.key for i in await store.asearch(("k",), query="bb")] == ["b", "a"]
+    with psycopg.connect(vector_dsn) as raw:
+        indexes = [
+            r[0]
+            for r in raw.execute(
+                "SELECT indexdef FROM pg_indexes WHERE tablename = 'pgc_store_vectors'"
+                " AND indexname <> 'pgc_store_vectors_pkey'"
+            ).fetchall()
+        ]
+    if ann["kind"] == "flat":
+        assert indexes == []
+    else:
+        assert len(indexes) == 1 and f"USING {ann['kind']}" in indexes[0]
