@@ -46,6 +46,9 @@ Workloads:
   the official AsyncPostgresSaver (bench/official_factory.py): the p50 of one
   run, and runs per second with 8 clients (bench_server.py; skipped without
   the `server` extra).
+- store: the store (`PostgresStore`) against the official one at 10k and 100k
+  items: put, get, search with a filter and with a query, list_namespaces,
+  batches of 1/10/100 puts (bench_store.py).
 - memory: peak and steady RSS of a worker process serving thousands of threads
   (bench_memory.py), one process per saver, and pgcheckpoint with nothing cached.
 
@@ -81,10 +84,21 @@ from bench_ops import run_ops
 from bench_report import markdown_table, telemetry_table, wire_table
 from bench_server import run_server
 from bench_storage import run_storage
+from bench_store import run_store
 from bench_telemetry import run_telemetry
 from bench_timing import QUICK, Plan, Results, log
 
-SECTIONS = ("ops", "agent", "concurrency", "storage", "live", "server", "memory", "telemetry")
+SECTIONS = (
+    "ops",
+    "agent",
+    "concurrency",
+    "storage",
+    "live",
+    "server",
+    "memory",
+    "telemetry",
+    "store",
+)
 MODES = ("sync", "async")
 
 
@@ -200,6 +214,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "server": lambda: run_server(dbs, plan, results),
             "memory": lambda: run_memory(dbs, plan, results),
             "telemetry": lambda: run_telemetry(dbs, plan, modes, recordings[False], results),
+            "store": lambda: run_store(dbs, plan, modes, results),
         }
         for section in sections:
             t0 = time.perf_counter()

@@ -52,7 +52,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DRIVERS = ROOT / "src" / "pgcheckpoint" / "drivers"
 # (async source, sync twin)
 PAIRS = [
-    (DRIVERS / f"{name}_async.py", DRIVERS / f"{name}.py") for name in ("runner", "locks", "saver")
+    (DRIVERS / f"{name}_async.py", DRIVERS / f"{name}.py")
+    for name in ("runner", "locks", "saver", "store")
 ]
 COMPAT = DRIVERS / "_acompat.py"
 
@@ -67,11 +68,24 @@ NAMES = {
     "AsyncPipeline": "Pipeline",
     "AsyncPostgresSaver": "PostgresSaver",
     "AsyncRunner": "Runner",
+    "AsyncPostgresStore": "PostgresStore",
+    "AsyncStoreFront": "StoreFront",
+    "aembed_documents": "embed_documents",  # store_front's
+    "aembed_query": "embed_query",
     "asynccontextmanager": "contextmanager",
     "ainvoke": "invoke",  # a compiled graph's
 }
 # Docstring text with no mechanical twin, per source: (async text, sync text); each must occur.
 DOC_PHRASES: dict[str, list[tuple[str, str]]] = {
+    "store_async.py": [
+        (
+            "`ttl` settings.\n"
+            "    Its sync methods (`get`, `put`, ...) work from other threads while the\n"
+            "    event loop it was created on runs.",
+            "`ttl` settings.\n"
+            "    Its async methods run the sync batch in a worker thread.",
+        ),
+    ],
     "saver_async.py": [
         (
             "Drop-in for `langgraph.checkpoint.postgres.aio.AsyncPostgresSaver`. Its\n"

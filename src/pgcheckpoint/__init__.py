@@ -30,6 +30,8 @@ from .core.official import OfficialThreads
 from .drivers.rotate_key import rotate_key
 from .drivers.saver import PostgresSaver
 from .drivers.saver_async import AsyncPostgresSaver
+from .drivers.store import PostgresStore
+from .drivers.store_async import AsyncPostgresStore
 from .errors import (
     DecryptionError,
     DowngradeRefusedError,
@@ -51,6 +53,7 @@ from .validate import libpq_dsn
 
 __all__ = [
     "AsyncPostgresSaver",
+    "AsyncPostgresStore",
     "DecryptionError",
     "DowngradeRefusedError",
     "DriverMismatchError",
@@ -62,6 +65,7 @@ __all__ = [
     "PgCheckpointError",
     "PoolTimeoutError",
     "PostgresSaver",
+    "PostgresStore",
     "SchemaOutOfDateError",
     "StrictSerializer",
     "Telemetry",

@@ -23,7 +23,7 @@ async def test_stats_shows_rows_bytes_activity_and_the_largest_threads(
         len(rows["pgc_blobs"]),
         len(rows["pgc_writes"]),
     )
-    assert set(stats["tables"]) == set(TABLES)
+    assert set(stats["tables"]) == {*TABLES, "pgc_store"}
     assert all(t["total_bytes"] >= t["table_bytes"] > 0 for t in stats["tables"].values())
     oldest = datetime.fromisoformat(stats["oldest"])
     newest = datetime.fromisoformat(stats["newest"])
@@ -67,7 +67,7 @@ async def test_stats_in_prometheus_text_format_parse_with_prometheus_client(
     rows = table_rows(db_dsn)
     assert [s.value for s in families["pgcheckpoint_threads"].samples] == [len(AGES)]
     assert by_table("pgcheckpoint_table_rows") == {t: len(rows[t]) for t in TABLES}
-    assert set(by_table("pgcheckpoint_table_data_bytes")) == set(TABLES)
+    assert set(by_table("pgcheckpoint_table_data_bytes")) == {*TABLES, "pgc_store"}
     assert all(v > 0 for v in by_table("pgcheckpoint_table_data_bytes").values())
     assert by_table("pgcheckpoint_damaged_rows") == {"pgc_checkpoints": 0, "pgc_blobs": 0}
     (oldest,) = families["pgcheckpoint_oldest_checkpoint_timestamp_seconds"].samples

@@ -61,7 +61,7 @@ def test_offline_sql_from_a_revision_upgrades_only_the_rest(empty_db_dsn: str) -
     upgrade(empty_db_dsn, schema="online")
     upgrade(empty_db_dsn, schema="offline", revision="0001")
     script = offline_sql(schema="offline", start="0001")
-    assert "CREATE TABLE" not in script
+    assert 'TABLE IF NOT EXISTS "offline".pgc_checkpoints' not in script  # 0001 ran already
     with psycopg.connect(empty_db_dsn, autocommit=True) as conn:
         for statement in re.split(r";\s*\n\s*\n", script):
             if statement.strip():

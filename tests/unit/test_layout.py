@@ -19,6 +19,7 @@ LAYERS = [
     ("statements",),
     ("codec",),
     ("core",),
+    ("store",),
     ("schema",),
     ("maintenance",),
     ("drivers",),

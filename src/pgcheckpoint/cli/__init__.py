@@ -69,6 +69,7 @@ COMMAND_MODULES: list[str] = [
     "threadview",
     "retention",
     "stats",
+    "store",
 ]
 
 EXIT_OK = 0

@@ -184,6 +184,7 @@ _BINDING_PARTS = {
     "metadata": ("thread", "namespace", "checkpoint"),
     "blob": ("thread", "namespace", "channel", "version"),
     "write": ("thread", "namespace", "checkpoint", "task", "idx"),
+    "item": ("namespace", "key"),
     "": (),
 }
 # The table that stores each kind of value, named in errors.
@@ -192,6 +193,7 @@ BINDING_TABLES = {
     "metadata": "pgc_checkpoints",
     "blob": "pgc_blobs",
     "write": "pgc_writes",
+    "item": "pgc_store",
 }
 # The columns format 2 binds besides the row's key, named in errors.
 BOUND_COLUMNS = {
@@ -199,6 +201,7 @@ BOUND_COLUMNS = {
     "metadata": ("the keys of metadata",),
     "blob": ("base_version",),
     "write": ("channel", "task_path"),
+    "item": ("the keys of its readable fields",),
 }
 
 
@@ -266,6 +269,8 @@ def describe_binding(aad: bytes) -> str:
         p = dict(zip(names, parts, strict=False))
         if not kind:
             return "a value not bound to any row"
+        if kind == "item":
+            return f"value of item {p['key']!r} in store namespace {p['namespace']!r}"
         where = f"thread {p['thread']!r}, namespace {p['namespace']!r}"
         if kind == "blob":
             return f"value of channel {p['channel']!r} version {p['version']!r} in {where}"
