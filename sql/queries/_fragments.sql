@@ -201,12 +201,12 @@ level_head AS (
 
 -- fragment: hanging_namespaces
 -- Common table expressions ending in `hanging(thread_id, checkpoint_ns)`: the
--- subgraph namespaces that hang off no checkpoint left once those of the
--- statement's CTE `doomed(thread_id, checkpoint_ns, checkpoint_id)` are
--- deleted; they go with them, so that a prune leaves nothing no read reaches.
--- The statement's CTEs `heads(thread_id, checkpoint_ns, last_id)` and
--- `kept_from(thread_id, checkpoint_ns, first_kept)` name the newest checkpoint
--- of each namespace in question and the oldest each namespace keeps.
+-- subgraph namespaces that hang off no checkpoint left once the doomed ones
+-- are deleted; they go with them, so that a prune leaves nothing no read
+-- reaches. The statement's CTEs name what this reads: `heads(thread_id,
+-- checkpoint_ns, last_id)` the newest checkpoint of each subgraph namespace in
+-- question, and `parent_rows(thread_id, checkpoint_ns, checkpoint_id, doomed)`
+-- every checkpoint of their parent namespaces, with whether it goes.
 -- A subgraph call's namespace (`node:task|node:task`) ran from a checkpoint of
 -- its parent namespace (the part before the last `|`): the one its newest
 -- checkpoint names in metadata `parents`. When that name is missing or unknown
@@ -222,10 +222,9 @@ level_head AS (
 -- other (7 s for 12,000 namespaces). Rows are looked up by key (a subquery per
 -- row), and sets matched by sorting them together (window functions).
 links AS (
-    -- each subgraph call's namespace with its newest checkpoint, the checkpoint
-    -- of its parent namespace that one names, and whether that one is saved
-    SELECT n.thread_id, n.checkpoint_ns, n.parent_ns, n.last_id, h.parent_id,
-           f.hit IS NOT NULL AS found
+    -- each subgraph call's namespace with its newest checkpoint, and the
+    -- checkpoint of its parent namespace that one names
+    SELECT n.thread_id, n.checkpoint_ns, n.parent_ns, n.last_id, h.parent_id
     FROM (
         SELECT thread_id, checkpoint_ns, last_id,
                CASE WHEN strpos(checkpoint_ns, '|') = 0 THEN ''
@@ -242,33 +241,24 @@ links AS (
           AND h.checkpoint_id = n.last_id
         LIMIT 1
     ) h ON true
-    LEFT JOIN LATERAL (
-        -- LIMIT 1, not EXISTS: the planner hashed an EXISTS, reading the table whole
-        SELECT true AS hit FROM {schema}.pgc_checkpoints k
-        WHERE k.thread_id = n.thread_id AND k.checkpoint_ns = n.parent_ns
-          AND k.checkpoint_id = h.parent_id
-        LIMIT 1
-    ) f ON true
 ), judged AS (
-    -- each link, with whether the checkpoint it names goes, and the oldest
-    -- checkpoint its parent namespace keeps: one sort of the links, the doomed
-    -- checkpoints and kept_from by key serves both windows
-    SELECT j.kind, j.thread_id, j.child_ns, j.child_last, j.found,
-           bool_or(j.kind = 'd') OVER (
-               PARTITION BY j.thread_id, j.checkpoint_ns, j.checkpoint_id) AS doomed,
-           min(j.first_kept) OVER (PARTITION BY j.thread_id, j.checkpoint_ns) AS first_kept
+    -- each link with whether the checkpoint it names is saved and goes, and the
+    -- oldest checkpoint its parent namespace keeps: one sort of the links and
+    -- parent_rows by key serves the three windows
+    SELECT j.kind, j.thread_id, j.child_ns, j.child_last,
+           bool_or(j.kind = 's') OVER k AS found,
+           bool_or(j.kind = 's' AND j.doomed) OVER k AS doomed,
+           min(j.checkpoint_id COLLATE "C") FILTER (WHERE j.kind = 's' AND NOT j.doomed)
+               OVER (PARTITION BY j.thread_id, j.checkpoint_ns) AS first_kept
     FROM (
-        SELECT 'k' AS kind, thread_id, checkpoint_ns, NULL::text AS checkpoint_id,
-               NULL::text AS child_ns, NULL::text AS child_last, NULL::boolean AS found,
-               first_kept COLLATE "C" AS first_kept
-        FROM kept_from
+        SELECT 's' AS kind, thread_id, checkpoint_ns, checkpoint_id, doomed,
+               NULL::text AS child_ns, NULL::text AS child_last
+        FROM parent_rows
         UNION ALL
-        SELECT 'd', thread_id, checkpoint_ns, checkpoint_id, NULL, NULL, NULL, NULL
-        FROM doomed
-        UNION ALL
-        SELECT 'l', thread_id, parent_ns, parent_id, checkpoint_ns, last_id, found, NULL
+        SELECT 'l', thread_id, parent_ns, parent_id, NULL, checkpoint_ns, last_id
         FROM links
     ) j
+    WINDOW k AS (PARTITION BY j.thread_id, j.checkpoint_ns, j.checkpoint_id)
 ), cut AS (
     -- the namespaces that ran from no checkpoint left
     SELECT thread_id, child_ns AS checkpoint_ns

@@ -23,30 +23,22 @@ WHERE EXISTS (SELECT 1 FROM {schema}.pgc_checkpoints c WHERE c.thread_id = t.thr
    OR EXISTS (SELECT 1 FROM {schema}.pgc_writes w WHERE w.thread_id = t.thread_id)
    OR EXISTS (SELECT 1 FROM {schema}.pgc_blobs b WHERE b.thread_id = t.thread_id)
 
--- name: hanging_checkpoints
+-- name: hanging_calls
 -- prepare: never
--- The checkpoints of the subgraph namespaces that hang off the listed
--- checkpoints about to be deleted, or off none that exists (see
--- hanging_namespaces), given each namespace's newest checkpoint (`heads_*`)
--- and the oldest it keeps (`kept_*`), which the client has read under the locks.
-WITH doomed AS (
-    SELECT * FROM unnest(%(thread_ids)s::text[], %(checkpoint_nss)s::text[],
-                         %(checkpoint_ids)s::text[]) AS d(thread_id, checkpoint_ns, checkpoint_id)
-), heads AS (
+-- The subgraph namespaces that hang off the checkpoints about to be deleted,
+-- or off none that exists (see hanging_namespaces), given each namespace's
+-- newest checkpoint (`heads_*`) and the checkpoints of their parent
+-- namespaces (`parent_*`), which the client read under the locks.
+WITH heads AS (
     SELECT * FROM unnest(%(heads_thread_ids)s::text[], %(heads_nss)s::text[],
                          %(heads_ids)s::text[]) AS h(thread_id, checkpoint_ns, last_id)
     WHERE h.thread_id = ANY(%(scope_ids)s::text[])
-), kept_from AS (
-    SELECT * FROM unnest(%(kept_thread_ids)s::text[], %(kept_nss)s::text[],
-                         %(kept_first_ids)s::text[]) AS k(thread_id, checkpoint_ns, first_kept)
+), parent_rows AS (
+    SELECT * FROM unnest(%(parent_thread_ids)s::text[], %(parent_nss)s::text[],
+                         %(parent_ids)s::text[], %(parent_doomed)s::bool[])
+         AS p(thread_id, checkpoint_ns, checkpoint_id, doomed)
 ), {hanging_namespaces}
-SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id
-FROM hanging h
-CROSS JOIN LATERAL (
-    SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id FROM {schema}.pgc_checkpoints c
-    WHERE c.thread_id = h.thread_id AND c.checkpoint_ns = h.checkpoint_ns
-    OFFSET 0
-) c
+SELECT thread_id, checkpoint_ns FROM hanging
 
 -- name: run_checkpoints
 -- retry: safe
@@ -78,35 +70,41 @@ ORDER BY thread_id DESC, checkpoint_ns DESC, checkpoint_id DESC
 -- format v4 reads them). A namespace's DeltaChannels are the channels LangGraph
 -- names in counters_since_delta_snapshot in the metadata of any of its
 -- checkpoints; in a thread LangGraph.js marked with `delta_writes_versioned`,
--- every channel. A pass over the threads' rows, and one over their writes,
--- finds those namespaces; their rows are then read by key range (LATERAL),
--- never joined to a set the planner could take for a few rows (a thread its
--- statistics do not know yet) and loop over.
-WITH named AS (
+-- every channel. A pass over the threads' rows (grouping the marked ones
+-- only), and one over their writes, finds those namespaces; their rows are
+-- then read by key range (LATERAL), never joined to a set the planner could
+-- take for a few rows (a thread its statistics do not know yet) and loop over.
+WITH named AS MATERIALIZED (
+    -- the namespaces whose checkpoints LangGraph marked, with their DeltaChannels
     SELECT c.thread_id, c.checkpoint_ns,
            coalesce(array_agg(DISTINCT ch) FILTER (WHERE ch IS NOT NULL), '{}') AS channels,
-           bool_or(c.metadata ? 'delta_writes_versioned') AS marked, false AS sends
+           bool_or(c.metadata ? 'delta_writes_versioned') AS marked
     FROM {schema}.pgc_checkpoints c
     LEFT JOIN LATERAL jsonb_object_keys(
         CASE WHEN jsonb_typeof(c.metadata -> 'counters_since_delta_snapshot') = 'object'
              THEN c.metadata -> 'counters_since_delta_snapshot' ELSE '{}'::jsonb END
     ) AS ch ON true
     WHERE c.thread_id = ANY(%(thread_ids)s::text[])
+      AND (c.metadata ? 'counters_since_delta_snapshot' OR c.metadata ? 'delta_writes_versioned')
     GROUP BY c.thread_id, c.checkpoint_ns
-    UNION ALL
-    SELECT DISTINCT w.thread_id, w.checkpoint_ns, NULL::text[], false, true
-    FROM {schema}.pgc_writes w
-    WHERE w.thread_id = ANY(%(thread_ids)s::text[]) AND w.channel = '__pregel_tasks'
 ), spaces AS (
-    SELECT n.thread_id, n.checkpoint_ns, n.channels, n.every
+    SELECT n.thread_id, n.checkpoint_ns, coalesce(max(n.channels), '{}') AS channels,
+           bool_or(n.every) AS every
     FROM (
-        SELECT thread_id, checkpoint_ns,
-               coalesce(max(channels), '{}') AS channels, bool_or(sends) AS sends,
-               bool_or(bool_or(marked)) OVER (PARTITION BY thread_id) AS every
-        FROM named
-        GROUP BY thread_id, checkpoint_ns
+        SELECT thread_id, checkpoint_ns, channels, false AS every FROM named
+        UNION ALL
+        -- every namespace of a thread LangGraph.js marked
+        SELECT DISTINCT c.thread_id, c.checkpoint_ns, NULL::text[], true
+        FROM {schema}.pgc_checkpoints c
+        WHERE c.thread_id = ANY(%(thread_ids)s::text[])
+          AND c.thread_id = ANY(ARRAY(SELECT thread_id FROM named WHERE marked))
+        UNION ALL
+        -- the namespaces that hold a step's sends
+        SELECT DISTINCT w.thread_id, w.checkpoint_ns, NULL::text[], false
+        FROM {schema}.pgc_writes w
+        WHERE w.thread_id = ANY(%(thread_ids)s::text[]) AND w.channel = '__pregel_tasks'
     ) n
-    WHERE n.every OR n.sends OR cardinality(n.channels) > 0
+    GROUP BY n.thread_id, n.checkpoint_ns
 )
 SELECT p.thread_id, p.checkpoint_ns, p.checkpoint_id, p.parent_checkpoint_id, d.delta,
        ARRAY(
@@ -140,7 +138,7 @@ LEFT JOIN LATERAL (
 ) s ON true
 
 -- name: bounded_plans
--- Before each of delta_links, hanging_checkpoints, delete_checkpoints and
+-- Before each of delta_links, hanging_calls, delete_checkpoints and
 -- measure_checkpoints, in the same transaction: joins by hashing or merging
 -- only, and no JIT, until planner_settings restores what this returns. Their
 -- joins pair the rows of a thread with a set derived from them (the

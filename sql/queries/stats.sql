@@ -51,18 +51,14 @@ LIMIT %(limit)s
 -- checkpoints of subgraph namespaces that hang off no checkpoint that exists
 -- (hanging_namespaces), the writes of checkpoints that do not exist, and the
 -- values of namespaces with no checkpoint. A prune leaves none of the first kind.
-WITH doomed AS (
-    SELECT NULL::text AS thread_id, NULL::text AS checkpoint_ns, NULL::text AS checkpoint_id
-    WHERE false
-), namespaces AS MATERIALIZED (
-    SELECT thread_id, checkpoint_ns, max(checkpoint_id) AS last_id,
-           min(checkpoint_id COLLATE "C") AS first_kept
+WITH heads AS (
+    SELECT thread_id, checkpoint_ns, max(checkpoint_id) AS last_id
     FROM {schema}.pgc_checkpoints
+    WHERE strpos(checkpoint_ns, ':') > 0
     GROUP BY thread_id, checkpoint_ns
-), heads AS (
-    SELECT thread_id, checkpoint_ns, last_id FROM namespaces
-), kept_from AS (
-    SELECT thread_id, checkpoint_ns, first_kept FROM namespaces
+), parent_rows AS (
+    SELECT thread_id, checkpoint_ns, checkpoint_id, false AS doomed
+    FROM {schema}.pgc_checkpoints
 ), {hanging_namespaces}, lost_checkpoints AS (
     SELECT {checkpoint_bytes} AS size
     FROM hanging h

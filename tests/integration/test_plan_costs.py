@@ -91,7 +91,7 @@ def test_reads(populated: tuple[str, PostgresSaver], limit: int | None) -> None:
 
 
 # The maintenance statements run under bounded_plans, without JIT whatever they cost.
-BOUNDED = {"delta_links", "hanging_checkpoints", "delete_checkpoints", "measure_checkpoints"}
+BOUNDED = {"delta_links", "hanging_calls", "delete_checkpoints", "measure_checkpoints"}
 
 
 def test_maintenance(populated: tuple[str, PostgresSaver]) -> None:
@@ -320,7 +320,7 @@ def test_maintenance_of_a_fanned_out_thread_reads_each_row_a_few_times_without_s
 ) -> None:
     """12,000 subgraph calls of one checkpoint, written after the last ANALYZE: taking
     the thread for a few rows, the planner looped over one set of its rows for each
-    row of another (7.4 s in hanging_checkpoints, under the thread's lock; 5k/10k/20k
+    row of another (7.4 s finding the calls that hang, under the thread's lock; 5k/10k/20k
     namespaces took 1.4/5.2/21 s). Every maintenance statement now reads a row a
     bounded number of times: no scan looped, and a plan's work grows with the thread."""
     fan_out(db_dsn, from_root=OLD_ROOT if hanging else ROOT, run_id="run-1")

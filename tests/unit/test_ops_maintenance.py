@@ -2,7 +2,7 @@
 server would send, without a database.
 
 Rows are checkpoint keys, as `thread_heads`, `thread_checkpoint_ids`,
-`run_checkpoints` and `hanging_checkpoints` return them, and `delta_links` rows
+and `run_checkpoints` return them, namespaces (`hanging_calls`), and `delta_links` rows
 (`support.ops.delta_chain`) (`sql/queries/maintenance.sql`); ids sort in the
 order they were made.
 """
@@ -31,6 +31,11 @@ LOCKED = [{"locked": 1}]
 
 def key(thread_id: str, ns: str, checkpoint_id: str) -> Row:
     return {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}
+
+
+def space(thread_id: str, ns: str) -> Row:
+    """A row of hanging_calls: a namespace that goes."""
+    return {"thread_id": thread_id, "checkpoint_ns": ns}
 
 
 def as_keys(rows: list[Row]) -> list[tuple[str, str, str]]:
@@ -71,13 +76,13 @@ def test_keep_latest_deletes_exactly_what_the_heads_do_not_need() -> None:
     assert (heads.name, list(heads.params["thread_ids"])) == ("thread_heads", ["a", "b"])
     assert (needed.name, list(needed.params["thread_ids"])) == ("delta_links", ["a", "b"])
     assert (every.name, list(every.params["thread_ids"])) == ("thread_checkpoint_ids", ["a", "b"])
-    assert hanging.name == "hanging_checkpoints"
+    assert hanging.name == "hanging_calls"
     assert hanging.params["scope_ids"] == ["a", "b"]
-    # what it reads: the subgraph call's newest checkpoint, and of its parent
-    # namespace the oldest checkpoint kept and those that go
+    # what it reads: the subgraph call's newest checkpoint, and the checkpoints
+    # of its parent namespace, with those that go
     assert list(hanging.params["heads_ids"]) == ["s2"]
-    assert list(hanging.params["kept_first_ids"]) == ["c3"]
-    assert keys_of(hanging) == [("a", "", "c1"), ("a", "", "c2")]
+    assert list(hanging.params["parent_ids"]) == [f"c{i}" for i in range(1, 7)]
+    assert hanging.params["parent_doomed"] == [True, True, False, False, False, False]
     assert (plans.name, delete.name, restore.name) == (
         "bounded_plans",
         "delete_checkpoints",
@@ -113,10 +118,12 @@ def test_keep_latest_takes_the_subgraphs_that_ran_from_what_it_deletes() -> None
     every = [key("a", "", "c1"), *heads, key("a", "sub:1", "s1")]
     sent, _ = drive(
         prune_op(SaverState(), ["a"]),
-        [[], LOCKED, heads, *bounded([]), every, *bounded([key("a", "sub:1", "s1")]), *bounded([])],
+        [[], LOCKED, heads, *bounded([]), every, *bounded([space("a", "sub:1")]), *bounded([])],
     )
     hanging, delete = sent[-5], sent[-2]
-    assert keys_of(hanging) == [("a", "", "c1")]
+    assert hanging.name == "hanging_calls"
+    assert hanging.params["parent_doomed"] == [True, False]
+    # the namespaces it answers go whole
     assert keys_of(delete) == [("a", "", "c1"), ("a", "sub:1", "s1")]
 
 

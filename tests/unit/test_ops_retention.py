@@ -329,7 +329,7 @@ def test_keep_last_deletes_what_no_kept_checkpoint_needs_and_the_subgraphs_hangi
                 threads("a", "b"),
                 ranked,
                 *bounded(links),
-                *bounded([key("a", "sub:1", "s1")]),
+                *bounded([{"thread_id": "a", "checkpoint_ns": "sub:1"}]),
                 *bounded(measured),
                 [],
             ],
@@ -349,15 +349,17 @@ def test_keep_last_deletes_what_no_kept_checkpoint_needs_and_the_subgraphs_hangi
         "retention_lock_threads",
         "retention_ranked_checkpoints",
         *("bounded_plans", "delta_links", "planner_settings"),
-        *("bounded_plans", "hanging_checkpoints", "planner_settings"),
+        *("bounded_plans", "hanging_calls", "planner_settings"),
         *("bounded_plans", "delete_checkpoints", "planner_settings"),
         "retention_changed_threads",
     ]
     ranked_stmt = batch.stmt("retention_ranked_checkpoints")
     assert dict(ranked_stmt.params) == {"thread_ids": ["a", "b"], "cutoff": None}
     assert list(batch.stmt("delta_links").params["thread_ids"]) == ["a", "b"]
-    hanging = batch.stmt("hanging_checkpoints")
-    assert keys_of(hanging) == [("a", "", "c1"), ("a", "", "c2")]
+    hanging = batch.stmt("hanging_calls")
+    # the root namespace of a, parent of its subgraph call, with what goes of it
+    assert list(hanging.params["parent_ids"]) == [f"c{i}" for i in range(1, 6)]
+    assert hanging.params["parent_doomed"] == [True, True, False, False, False]
     assert hanging.params["scope_ids"] == ["a", "b"]
     # not c3 (c4 needs it), but the subgraph that ran from c1
     delete = batch.stmt("delete_checkpoints")
@@ -390,7 +392,7 @@ def test_keep_latest_of_an_age_sweep_keeps_each_namespaces_newest() -> None:
     batch = ran[2]
     assert batch.stmt("retention_ranked_checkpoints").params["cutoff"] == CUTOFF
     # `sub`, a checkpointer=True subgraph's namespace, never hangs: nothing to look at
-    assert "hanging_checkpoints" not in batch.names
+    assert "hanging_calls" not in batch.names
     assert keys_of(batch.stmt("delete_checkpoints")) == [("a", "", "c1")]
     assert batch.stmt("retention_changed_threads").params["checkpoints"] == [2]
     assert counts(report) == (1, 1, 0, 1, 10)

@@ -245,39 +245,37 @@ def with_hanging_op(
     """`doomed`, and the checkpoints of the subgraph namespaces that hang off it.
 
     `rows` are every checkpoint of the threads, read under their locks: they
-    give each subgraph call's newest checkpoint, and the oldest checkpoint its
-    parent namespace keeps. See `hanging_namespaces` in
-    `sql/queries/_fragments.sql`; it is sent only what it reads.
+    give each subgraph call's newest checkpoint and the checkpoints of its
+    parent namespace, what `hanging_namespaces` (`sql/queries/_fragments.sql`)
+    reads besides the metadata of the newest; the namespaces it answers are
+    deleted whole.
     """
     going = {row_key(r) for r in doomed}
     # str order is code point order, the order of COLLATE "C"
     newest: dict[tuple[str, str], str] = {}
-    first_kept: dict[tuple[str, str], str] = {}
     for row in rows:
         where, checkpoint_id = (row["thread_id"], row["checkpoint_ns"]), row["checkpoint_id"]
         if ":" in where[1] and (where not in newest or checkpoint_id > newest[where]):
             newest[where] = checkpoint_id
-        if row_key(row) not in going and (
-            where not in first_kept or checkpoint_id < first_kept[where]
-        ):
-            first_kept[where] = checkpoint_id
+    everything = {row_key(r): r for r in doomed}
+    if not newest:
+        return list(everything.values())
     parents = {(t, ns.rsplit("|", 1)[0] if "|" in ns else "") for t, ns in newest}
-    kept_from = {where: first for where, first in first_kept.items() if where in parents}
-    doomed_parents = [r for r in doomed if (r["thread_id"], r["checkpoint_ns"]) in parents]
+    parent_rows = [r for r in rows if (r["thread_id"], r["checkpoint_ns"]) in parents]
     params = {
-        **checkpoint_keys(doomed_parents),
         "heads_thread_ids": TextArray([t for t, _ in newest]),
         "heads_nss": TextArray([ns for _, ns in newest]),
         "heads_ids": TextArray(newest.values()),
-        "kept_thread_ids": TextArray([t for t, _ in kept_from]),
-        "kept_nss": TextArray([ns for _, ns in kept_from]),
-        "kept_first_ids": TextArray(kept_from.values()),
+        "parent_thread_ids": TextArray([r["thread_id"] for r in parent_rows]),
+        "parent_nss": TextArray([r["checkpoint_ns"] for r in parent_rows]),
+        "parent_ids": TextArray([r["checkpoint_id"] for r in parent_rows]),
+        "parent_doomed": [row_key(r) in going for r in parent_rows],
         "scope_ids": list(thread_ids),
     }
-    everything = {row_key(r): r for r in doomed}
-    if newest:
-        hanging = yield from with_bounded_plan_op(Stmt("hanging_checkpoints", params, fetch=True))
-        for row in hanging:
+    hanging = yield from with_bounded_plan_op(Stmt("hanging_calls", params, fetch=True))
+    cut = {(r["thread_id"], r["checkpoint_ns"]) for r in hanging}
+    for row in rows:
+        if (row["thread_id"], row["checkpoint_ns"]) in cut:
             everything.setdefault(row_key(row), row)
     return list(everything.values())
 
@@ -360,7 +358,7 @@ def _delete_checkpoints_op(saver: SaverState, doomed: Sequence[Row]) -> Op[None]
 def with_bounded_plan_op(stmt: Stmt) -> Op[list[Row]]:
     """Run a maintenance statement planned with hash joins only and no JIT.
 
-    `delta_links`, `hanging_checkpoints`, `delete_checkpoints` and
+    `delta_links`, `hanging_calls`, `delete_checkpoints` and
     `measure_checkpoints` read a thread's rows through lookups by key, and
     pair a thread's rows with sets derived from them; see `bounded_plans` in
     `sql/queries/maintenance.sql`.
