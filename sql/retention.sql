@@ -17,11 +17,12 @@
 --   older_than   a thread whose newest checkpoint (any namespace) is older goes
 --   strategy     'delete' (default): delete such threads whole;
 --                'keep_latest': keep each one's newest checkpoint per namespace
---                and delete the rest of its history, with the subgraph
---                namespaces that ran from what it deletes. Threads that use a
---                DeltaChannel are skipped by keep_latest here (their newest
---                checkpoint needs older ones to be rebuilt): prune those with
---                `pgcheckpoint prune --strategy keep_latest`
+--                and delete the rest of its history, with the subgraph call
+--                namespaces that ran from what it deletes (a checkpointer=True
+--                subgraph's namespace, without a task id, keeps its newest).
+--                Threads that use a DeltaChannel are skipped by keep_latest
+--                here (a kept checkpoint needs older ones for its history):
+--                prune those with `pgcheckpoint prune --strategy keep_latest`
 --   max_threads  look at most at this many threads per call (default 1000)
 --   schema_name  the schema of the pgcheckpoint tables (default 'public')
 --   report       OUT: what the call did, as JSON (CALL shows it)
@@ -130,37 +131,63 @@ BEGIN
                     SELECT (SELECT count(*) FROM deleted) AS checkpoints,
                            (SELECT count(*) FROM deleted_writes) AS writes,
                            (SELECT count(*) FROM deleted_blobs) AS blobs,
-                           0::bigint AS delta_threads
+                           0::bigint AS delta_threads, 0::bigint AS left_over
                     $sql$, schema_name) INTO gone USING thread, cutoff;
             ELSE
+                -- Joins by hashing only, as the sweep's delete_checkpoints: the
+                -- planner, taking a thread its statistics do not know yet for a
+                -- few rows, looped over one set of its rows for each row of
+                -- another. No JIT either (the nested loops kept are priced as
+                -- disabled). Every table is read for the thread only.
+                PERFORM set_config('enable_nestloop', 'off', true), set_config('jit', 'off', true);
                 -- keep_latest: the newest checkpoint of each namespace stays, with
                 -- its writes and the values it reads (and the bases of values
-                -- stored as deltas), unless its namespace ran from a deleted
-                -- checkpoint; the rules of delete_checkpoints and
-                -- hanging_namespaces in sql/queries/.
+                -- stored as deltas), unless its namespace is a subgraph call
+                -- that ran from a deleted checkpoint; the rules of
+                -- delete_checkpoints and hanging_namespaces in sql/queries/, and
+                -- of what a kept checkpoint needs in pgcheckpoint.core.deletes
+                -- (a thread with DeltaChannels is left whole).
                 EXECUTE format($sql$
                     WITH RECURSIVE idle AS MATERIALIZED (
                         SELECT NOT EXISTS (
                             SELECT 1 FROM %1$I.pgc_checkpoints
                             WHERE thread_id = $1 AND created_at >= $2) AS idle
                     ), delta_thread AS MATERIALIZED (
+                        -- the DeltaChannels of delta_links in sql/queries/
                         SELECT EXISTS (
                             SELECT 1 FROM %1$I.pgc_checkpoints c
                             WHERE c.thread_id = $1
-                              AND jsonb_typeof(c.metadata -> 'counters_since_delta_snapshot')
-                                  = 'object'
-                              AND c.metadata -> 'counters_since_delta_snapshot' <> '{}'::jsonb
+                              AND (c.metadata ? 'delta_writes_versioned'
+                                   OR jsonb_typeof(c.metadata -> 'counters_since_delta_snapshot')
+                                      = 'object'
+                                      AND c.metadata -> 'counters_since_delta_snapshot'
+                                          <> '{}'::jsonb)
                         ) AS uses_deltas
+                    ), heads AS MATERIALIZED (
+                        SELECT DISTINCT ON (c.checkpoint_ns) c.checkpoint_ns, c.checkpoint_id,
+                               c.parent_checkpoint_id,
+                               c.channel_versions ? '__pregel_tasks' AS has_sends
+                        FROM %1$I.pgc_checkpoints c
+                        WHERE c.thread_id = $1
+                        ORDER BY c.checkpoint_ns DESC, c.checkpoint_id DESC
                     ), trimmed AS MATERIALIZED (
+                        -- all but each namespace's newest, and the parent that holds
+                        -- the sends of a newest older than format v4
                         SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id
                         FROM %1$I.pgc_checkpoints c
+                        JOIN heads h ON h.checkpoint_ns = c.checkpoint_ns
                         WHERE c.thread_id = $1
                           AND (SELECT idle FROM idle)
                           AND NOT (SELECT uses_deltas FROM delta_thread)
-                          AND c.checkpoint_id < (
-                              SELECT max(h.checkpoint_id) FROM %1$I.pgc_checkpoints h
-                              WHERE h.thread_id = c.thread_id
-                                AND h.checkpoint_ns = c.checkpoint_ns)
+                          AND c.checkpoint_id < h.checkpoint_id
+                          AND NOT (c.checkpoint_id = h.parent_checkpoint_id
+                                   AND NOT h.has_sends
+                                   AND EXISTS (
+                                       SELECT 1 FROM %1$I.pgc_writes w
+                                       WHERE w.thread_id = $1
+                                         AND w.checkpoint_ns = c.checkpoint_ns
+                                         AND w.checkpoint_id = c.checkpoint_id
+                                         AND w.channel = '__pregel_tasks'))
                     ), spaces AS (
                         SELECT c.checkpoint_ns,
                                CASE WHEN strpos(c.checkpoint_ns, '|') = 0 THEN ''
@@ -182,7 +209,7 @@ BEGIN
                                 WHERE h.thread_id = $1 AND h.checkpoint_ns = n.checkpoint_ns
                                   AND h.checkpoint_id = n.last_id) AS parent_id
                         FROM spaces n
-                        WHERE n.checkpoint_ns <> ''
+                        WHERE strpos(n.checkpoint_ns, ':') > 0
                     ), hanging(checkpoint_ns) AS (
                         SELECT n.checkpoint_ns
                         FROM linked n
@@ -210,19 +237,22 @@ BEGIN
                           ON c.thread_id = $1 AND c.checkpoint_ns = h.checkpoint_ns
                     ), deleted_writes AS (
                         DELETE FROM %1$I.pgc_writes w USING doomed d
-                        WHERE w.thread_id = d.thread_id AND w.checkpoint_ns = d.checkpoint_ns
+                        WHERE w.thread_id = $1 AND w.thread_id = d.thread_id
+                          AND w.checkpoint_ns = d.checkpoint_ns
                           AND w.checkpoint_id = d.checkpoint_id
                         RETURNING 1
                     ), deleted AS (
                         DELETE FROM %1$I.pgc_checkpoints c USING doomed d
-                        WHERE c.thread_id = d.thread_id AND c.checkpoint_ns = d.checkpoint_ns
+                        WHERE c.thread_id = $1 AND c.thread_id = d.thread_id
+                          AND c.checkpoint_ns = d.checkpoint_ns
                           AND c.checkpoint_id = d.checkpoint_id
                         RETURNING c.thread_id, c.checkpoint_ns, c.checkpoint_id,
                                   c.channel_versions
                     ), orphaned AS (
                         UPDATE %1$I.pgc_checkpoints c SET parent_checkpoint_id = NULL
                         FROM deleted d
-                        WHERE c.thread_id = d.thread_id AND c.checkpoint_ns = d.checkpoint_ns
+                        WHERE c.thread_id = $1 AND c.thread_id = d.thread_id
+                          AND c.checkpoint_ns = d.checkpoint_ns
                           AND c.parent_checkpoint_id = d.checkpoint_id
                     ), freed AS (
                         SELECT DISTINCT d.thread_id, d.checkpoint_ns, v.channel, v.version
@@ -242,10 +272,11 @@ BEGIN
                         JOIN %1$I.pgc_blobs b
                           ON b.thread_id = k.thread_id AND b.checkpoint_ns = k.checkpoint_ns
                          AND b.channel = k.channel AND b.version = k.version
-                        WHERE b.base_version IS NOT NULL
+                        WHERE b.thread_id = $1 AND b.base_version IS NOT NULL
                     ), deleted_blobs AS (
                         DELETE FROM %1$I.pgc_blobs b USING freed f
-                        WHERE b.thread_id = f.thread_id AND b.checkpoint_ns = f.checkpoint_ns
+                        WHERE b.thread_id = $1 AND b.thread_id = f.thread_id
+                          AND b.checkpoint_ns = f.checkpoint_ns
                           AND b.channel = f.channel AND b.version = f.version
                           AND NOT EXISTS (
                               SELECT 1 FROM kept k
@@ -258,7 +289,10 @@ BEGIN
                            (SELECT count(*) FROM deleted_writes) AS writes,
                            (SELECT count(*) FROM deleted_blobs) AS blobs,
                            (SELECT count(*) FROM delta_thread WHERE uses_deltas
-                              AND (SELECT idle FROM idle)) AS delta_threads
+                              AND (SELECT idle FROM idle)) AS delta_threads,
+                           -- what should be left: this snapshot's checkpoints, less those deleted
+                           (SELECT count(*) FROM %1$I.pgc_checkpoints WHERE thread_id = $1)
+                           - (SELECT count(*) FROM deleted) AS left_over
                     $sql$, schema_name) INTO gone USING thread, cutoff;
             END IF;
         EXCEPTION WHEN foreign_key_violation OR deadlock_detected OR lock_not_available THEN
@@ -277,9 +311,8 @@ BEGIN
                     ' OR EXISTS (SELECT 1 FROM %1$I.pgc_writes WHERE thread_id = $1)'
                 ELSE
                     'SELECT (SELECT count(*) FROM %1$I.pgc_checkpoints WHERE thread_id = $1)'
-                    ' <> (SELECT count(DISTINCT checkpoint_ns) FROM %1$I.pgc_checkpoints'
-                    ' WHERE thread_id = $1)'
-                END, schema_name) INTO written USING thread;
+                    ' <> $2'
+                END, schema_name) INTO written USING thread, gone.left_over;
             IF written THEN
                 skipped := skipped + 1;
                 ROLLBACK;

@@ -201,54 +201,92 @@ level_head AS (
 
 -- fragment: hanging_namespaces
 -- Common table expressions ending in `hanging(thread_id, checkpoint_ns)`: the
--- subgraph namespaces of the threads `scope_ids` (NULL: every thread) that hang
--- off no checkpoint left once those of the statement's CTE `doomed(thread_id,
--- checkpoint_ns, checkpoint_id)` are deleted; they go with them, so that a
--- prune leaves nothing no read reaches. The statement starts WITH RECURSIVE.
--- Threads are named by the array, not a join, so that a table partitioned by
--- thread is read in the partitions of those threads only.
--- A subgraph namespace (`node:task|node:task`) ran from a checkpoint of its
--- parent namespace (the part before the last `|`): the one its newest
+-- subgraph namespaces that hang off no checkpoint left once the doomed ones
+-- are deleted; they go with them, so that a prune leaves nothing no read
+-- reaches. The statement's CTEs name what this reads: `heads(thread_id,
+-- checkpoint_ns, last_id)` the newest checkpoint of each subgraph namespace in
+-- question, and `parent_rows(thread_id, checkpoint_ns, checkpoint_id, doomed)`
+-- every checkpoint of their parent namespaces, with whether it goes.
+-- A subgraph call's namespace (`node:task|node:task`) ran from a checkpoint of
+-- its parent namespace (the part before the last `|`): the one its newest
 -- checkpoint names in metadata `parents`. When that name is missing or unknown
--- (metadata kept encrypted), its checkpoint ids decide: ids grow with time and a
--- subgraph's checkpoints are younger than the one it ran from, so a namespace
+-- (metadata kept encrypted), its checkpoint ids decide: ids grow with time and
+-- a subgraph's checkpoints are younger than the one it ran from, so a namespace
 -- older than every checkpoint its parent namespace keeps ran from none of them.
-spaces AS (
-    SELECT c.thread_id, c.checkpoint_ns,
-           CASE WHEN strpos(c.checkpoint_ns, '|') = 0 THEN ''
-                ELSE left(c.checkpoint_ns,
-                          length(c.checkpoint_ns) - strpos(reverse(c.checkpoint_ns), '|'))
-           END AS parent_ns,
-           max(c.checkpoint_id) AS last_id,
-           min(c.checkpoint_id) FILTER (WHERE d.checkpoint_id IS NULL) AS first_kept
-    FROM {schema}.pgc_checkpoints c
-    LEFT JOIN doomed d
-      ON d.thread_id = c.thread_id AND d.checkpoint_ns = c.checkpoint_ns
-     AND d.checkpoint_id = c.checkpoint_id
-    WHERE %(scope_ids)s::text[] IS NULL OR c.thread_id = ANY(%(scope_ids)s::text[])
-    GROUP BY c.thread_id, c.checkpoint_ns
-), linked AS (
-    SELECT n.thread_id, n.checkpoint_ns, n.parent_ns, n.last_id,
-           (SELECT h.metadata -> 'parents' ->> n.parent_ns FROM {schema}.pgc_checkpoints h
-            WHERE h.thread_id = n.thread_id AND h.checkpoint_ns = n.checkpoint_ns
-              AND h.checkpoint_id = n.last_id) AS parent_id
-    FROM spaces n
-    WHERE n.checkpoint_ns <> ''
-), hanging(thread_id, checkpoint_ns) AS (
-    SELECT n.thread_id, n.checkpoint_ns
-    FROM linked n
-    LEFT JOIN spaces p ON p.thread_id = n.thread_id AND p.checkpoint_ns = n.parent_ns
-    WHERE CASE
-        WHEN EXISTS (SELECT 1 FROM doomed d
-                     WHERE d.thread_id = n.thread_id AND d.checkpoint_ns = n.parent_ns
-                       AND d.checkpoint_id = n.parent_id) THEN true
-        WHEN EXISTS (SELECT 1 FROM {schema}.pgc_checkpoints k
-                     WHERE k.thread_id = n.thread_id AND k.checkpoint_ns = n.parent_ns
-                       AND k.checkpoint_id = n.parent_id) THEN false
-        ELSE p.first_kept IS NULL OR n.last_id COLLATE "C" < p.first_kept COLLATE "C"
+-- A namespace below one that hangs hangs too. The namespace of a
+-- `checkpointer=True` subgraph has no task id (no `:`): its history outlives
+-- each call and the next call goes on from its latest checkpoint, so it never
+-- hangs.
+-- No step joins two sets of rows: taking a thread its statistics do not know
+-- yet for a few rows, the planner looped over one set for each row of the
+-- other (7 s for 12,000 namespaces). Rows are looked up by key (a subquery per
+-- row), and sets matched by sorting them together (window functions).
+links AS (
+    -- each subgraph call's namespace with its newest checkpoint, and the
+    -- checkpoint of its parent namespace that one names
+    SELECT n.thread_id, n.checkpoint_ns, n.parent_ns, n.last_id, h.parent_id
+    FROM (
+        SELECT thread_id, checkpoint_ns, last_id,
+               CASE WHEN strpos(checkpoint_ns, '|') = 0 THEN ''
+                    ELSE left(checkpoint_ns,
+                              length(checkpoint_ns) - strpos(reverse(checkpoint_ns), '|'))
+               END AS parent_ns
+        FROM heads
+        WHERE strpos(checkpoint_ns, ':') > 0
+    ) n
+    LEFT JOIN LATERAL (
+        SELECT h.metadata -> 'parents' ->> n.parent_ns AS parent_id
+        FROM {schema}.pgc_checkpoints h
+        WHERE h.thread_id = n.thread_id AND h.checkpoint_ns = n.checkpoint_ns
+          AND h.checkpoint_id = n.last_id
+        LIMIT 1
+    ) h ON true
+), judged AS (
+    -- each link with whether the checkpoint it names is saved and goes, and the
+    -- oldest checkpoint its parent namespace keeps: one sort of the links and
+    -- parent_rows by key serves the three windows
+    SELECT j.kind, j.thread_id, j.child_ns, j.child_last,
+           bool_or(j.kind = 's') OVER k AS found,
+           bool_or(j.kind = 's' AND j.doomed) OVER k AS doomed,
+           min(j.checkpoint_id COLLATE "C") FILTER (WHERE j.kind = 's' AND NOT j.doomed)
+               OVER (PARTITION BY j.thread_id, j.checkpoint_ns) AS first_kept
+    FROM (
+        SELECT 's' AS kind, thread_id, checkpoint_ns, checkpoint_id, doomed,
+               NULL::text AS child_ns, NULL::text AS child_last
+        FROM parent_rows
+        UNION ALL
+        SELECT 'l', thread_id, parent_ns, parent_id, NULL, checkpoint_ns, last_id
+        FROM links
+    ) j
+    WINDOW k AS (PARTITION BY j.thread_id, j.checkpoint_ns, j.checkpoint_id)
+), cut AS (
+    -- the namespaces that ran from no checkpoint left
+    SELECT thread_id, child_ns AS checkpoint_ns
+    FROM judged
+    WHERE kind = 'l' AND CASE
+        WHEN doomed THEN true
+        WHEN found THEN false
+        ELSE first_kept IS NULL OR child_last COLLATE "C" < first_kept
     END
-    UNION
-    SELECT n.thread_id, n.checkpoint_ns
-    FROM linked n
-    JOIN hanging h ON h.thread_id = n.thread_id AND h.checkpoint_ns = n.parent_ns
+), hanging(thread_id, checkpoint_ns) AS (
+    -- those, and the namespaces below one of them: each namespace is sorted
+    -- with the cut ones by each of its ancestors (its name up to each `|`)
+    SELECT DISTINCT a.thread_id, a.checkpoint_ns
+    FROM (
+        SELECT a.thread_id, a.checkpoint_ns,
+               bool_or(a.cut) OVER (PARTITION BY a.thread_id, a.ancestor) AS below_cut
+        FROM (
+            SELECT thread_id, checkpoint_ns, checkpoint_ns AS ancestor, true AS cut
+            FROM cut
+            UNION ALL
+            SELECT l.thread_id, l.checkpoint_ns, p.ancestor, false
+            FROM links l
+            CROSS JOIN LATERAL unnest(ARRAY(
+                SELECT array_to_string((string_to_array(l.checkpoint_ns, '|'))[1:i], '|')
+                FROM generate_series(1, length(l.checkpoint_ns)
+                                        - length(replace(l.checkpoint_ns, '|', ''))) AS i
+            )) AS p(ancestor)
+        ) a
+    ) a
+    WHERE a.below_cut
 )

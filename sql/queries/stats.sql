@@ -51,14 +51,22 @@ LIMIT %(limit)s
 -- checkpoints of subgraph namespaces that hang off no checkpoint that exists
 -- (hanging_namespaces), the writes of checkpoints that do not exist, and the
 -- values of namespaces with no checkpoint. A prune leaves none of the first kind.
-WITH RECURSIVE doomed AS (
-    SELECT NULL::text AS thread_id, NULL::text AS checkpoint_ns, NULL::text AS checkpoint_id
-    WHERE false
+WITH heads AS (
+    SELECT thread_id, checkpoint_ns, max(checkpoint_id) AS last_id
+    FROM {schema}.pgc_checkpoints
+    WHERE strpos(checkpoint_ns, ':') > 0
+    GROUP BY thread_id, checkpoint_ns
+), parent_rows AS (
+    SELECT thread_id, checkpoint_ns, checkpoint_id, false AS doomed
+    FROM {schema}.pgc_checkpoints
 ), {hanging_namespaces}, lost_checkpoints AS (
     SELECT {checkpoint_bytes} AS size
     FROM hanging h
-    JOIN {schema}.pgc_checkpoints c
-      ON c.thread_id = h.thread_id AND c.checkpoint_ns = h.checkpoint_ns
+    CROSS JOIN LATERAL (
+        SELECT * FROM {schema}.pgc_checkpoints c
+        WHERE c.thread_id = h.thread_id AND c.checkpoint_ns = h.checkpoint_ns
+        OFFSET 0
+    ) c
 ), lost_writes AS (
     SELECT pg_column_size(w.blob) AS size
     FROM {schema}.pgc_writes w

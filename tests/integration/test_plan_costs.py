@@ -19,10 +19,10 @@ from langgraph.checkpoint.base.id import uuid6
 from psycopg.rows import dict_row
 
 from pgcheckpoint import PostgresSaver
-from pgcheckpoint.core.deletes import needed_for_op
+from pgcheckpoint.core.deletes import delete_for_runs_op, prune_op
 from pgcheckpoint.core.delta_history import delta_history_op
 from pgcheckpoint.core.reads import get_tuple_op, list_op
-from pgcheckpoint.core.rows import checkpoint_keys
+from pgcheckpoint.maintenance.retention import _trim_batch_op
 from pgcheckpoint.ops import Stmt
 
 from .test_listing import grow_chat
@@ -90,25 +90,23 @@ def test_reads(populated: tuple[str, PostgresSaver], limit: int | None) -> None:
     assert_cheap(dsn, saver, stmts)
 
 
+# The maintenance statements run under bounded_plans, without JIT whatever they cost.
+BOUNDED = {"delta_links", "hanging_calls", "delete_checkpoints", "measure_checkpoints"}
+
+
 def test_maintenance(populated: tuple[str, PostgresSaver]) -> None:
+    """A prune's other statements are cheap; its costly ones run without JIT."""
     dsn, saver = populated
     with psycopg.connect(dsn, autocommit=True) as conn:
-        rows = (
-            conn.cursor(row_factory=dict_row)
-            .execute(
-                "SELECT thread_id, checkpoint_ns, checkpoint_id FROM pgc_checkpoints"
-                " WHERE thread_id = 'chat' ORDER BY checkpoint_id"
-            )
-            .fetchall()
-        )
-    doomed, kept = rows[:-50], rows[-50:]
-    rebuild = next(needed_for_op(saver, kept))
-    stmts = [
-        rebuild,
-        Stmt("delete_checkpoints", checkpoint_keys(doomed)),
-        Stmt("measure_checkpoints", checkpoint_keys(doomed)),
-    ]
-    assert_cheap(dsn, saver, stmts)
+        plans = explained_statements(conn, saver, prune_op(saver, ["chat"]), BOUNDED)
+    assert "delete_checkpoints" in plans
+    for name, plan in plans.items():
+        assert "JIT" not in plan, name
+    ran = statements_run(dsn, saver, prune_op(saver, ["chat"]))
+    assert {s.name for s in ran} >= {"delta_links", "delete_checkpoints"}
+    assert_cheap(
+        dsn, saver, [s for s in ran if s.name in ("thread_heads", "thread_checkpoint_ids")]
+    )
 
 
 def _nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
@@ -211,3 +209,132 @@ def test_latest_checkpoint_reads_one_index_entry_without_statistics(db_dsn: str)
             conn.execute(f"SET plan_cache_mode = {mode}")
             read = _rows_read(conn, saver.queries[stmt.name], stmt.params, "pgc_checkpoints")
             assert read <= 2, (mode, read)
+
+
+# -- maintenance of a fanned-out thread without statistics -----------------------------
+
+FANNED_OUT = 2_000  # subgraph namespaces of one checkpoint each
+ROOT = "1f000000-0000-6000-8000-000000000000"
+OLD_ROOT = "1e000000-0000-6000-8000-000000000000"
+# Looped scans: a nested loop that reads one of these again for each row of its other side.
+LOOPED = {"CTE Scan", "WorkTable Scan", "Seq Scan", "Materialize"}
+
+
+def fan_out(dsn: str, *, from_root: str, run_id: str | None = None) -> None:
+    """Thread `fan`: two root checkpoints and FANNED_OUT subgraph calls, one checkpoint
+    each, that ran from `from_root`; written after the last ANALYZE, which saw
+    another thread of three checkpoints."""
+    insert = (
+        "INSERT INTO pgc_checkpoints (thread_id, checkpoint_ns, checkpoint_id, type, checkpoint,"
+        " metadata_type, metadata_blob, metadata, run_id, created_at)"
+        " SELECT %(thread)s, CASE WHEN n = 0 THEN '' ELSE 'research:' || n END,"
+        " CASE WHEN n = 0 THEN %(root)s"
+        "      ELSE '1f000001-0000-6000-8000-' || lpad(n::text, 12, '0') END,"
+        " 'msgpack', '\\x80', 'msgpack', '\\x80',"
+        " CASE WHEN n = 0 THEN '{}'::jsonb"
+        "      ELSE jsonb_build_object('parents', jsonb_build_object('', %(from_root)s::text)) END,"
+        " CASE WHEN n = 1 THEN %(run_id)s END, now() - interval '40 days'"
+        " FROM generate_series(0, %(n)s) AS n"
+    )
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for table in ("pgc_checkpoints", "pgc_writes", "pgc_blobs"):
+            conn.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
+        conn.execute(
+            insert, {"thread": "seen", "root": ROOT, "from_root": ROOT, "run_id": None, "n": 2}
+        )
+        conn.execute("ANALYZE")
+        params = {"thread": "fan", "root": ROOT, "from_root": from_root, "run_id": run_id}
+        conn.execute(insert, {**params, "n": FANNED_OUT})
+        conn.execute(
+            "INSERT INTO pgc_checkpoints (thread_id, checkpoint_ns, checkpoint_id, type,"
+            " checkpoint, metadata_type, metadata_blob, created_at) VALUES ('fan', '', %s,"
+            " 'msgpack', '\\x80', 'msgpack', '\\x80', now() - interval '41 days')",
+            [OLD_ROOT],
+        )
+
+
+def statements_run(dsn: str, saver: PostgresSaver, op: Any) -> list[Stmt]:
+    """The statements an op runs, run for real in one transaction, rolled back."""
+    with psycopg.connect(dsn) as conn:
+        return list(explained_statements(conn, saver, op, set(), keep=True).values())
+
+
+def explained_statements(
+    conn: psycopg.Connection[Any],
+    saver: PostgresSaver,
+    op: Any,
+    names: set[str],
+    keep: bool = False,
+) -> dict[str, Any]:
+    """Run an op (or a sweep's ops) statement by statement in one transaction, rolled
+    back; each statement in `names` is first run by EXPLAIN (ANALYZE, FORMAT JSON) in a
+    savepoint rolled back. Returns each one's plan (`keep`: every statement run)."""
+    out: dict[str, Any] = {}
+    cur = conn.cursor(row_factory=dict_row)
+    with conn.transaction(force_rollback=True):
+        stmt = next(op)
+        try:
+            while True:
+                query = saver.queries[stmt.name]
+                if stmt.name in names:
+                    with conn.transaction(force_rollback=True):
+                        plan = cur.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + query, stmt.params)
+                        out[stmt.name] = plan.fetchone()["QUERY PLAN"][0]  # type: ignore[index]
+                elif keep:
+                    out[f"{len(out)}"] = stmt
+                cur.execute(query, stmt.params, prepare=False)
+                rows = (
+                    [{}] * cur.rowcount
+                    if stmt.count
+                    else (cur.fetchall() if cur.description else [])
+                )
+                stmt = op.send(rows)
+        except StopIteration:
+            pass
+    return out
+
+
+def work(plan: dict[str, Any]) -> int:
+    """The rows each node of a plan produced or filtered out, summed over its loops."""
+    return sum(
+        (n.get("Actual Rows", 0) + n.get("Rows Removed by Filter", 0)
+         + n.get("Rows Removed by Join Filter", 0)) * n.get("Actual Loops", 1)
+        for n in _nodes(plan["Plan"])
+    )  # fmt: skip
+
+
+def looped_scans(plan: dict[str, Any]) -> list[str]:
+    return [
+        f"{n['Plans'][1]['Node Type']} under a nested loop, {n['Plans'][1]['Actual Loops']} times"
+        for n in _nodes(plan["Plan"])
+        if n["Node Type"] == "Nested Loop"
+        and n["Plans"][1]["Node Type"] in LOOPED
+        and n["Plans"][1].get("Actual Loops", 0) > 1
+    ]
+
+
+@pytest.mark.parametrize("hanging", [False, True], ids=["nothing-hangs", "every-call-hangs"])
+@pytest.mark.parametrize("maintenance", ["prune", "retention", "delete_for_runs"])
+def test_maintenance_of_a_fanned_out_thread_reads_each_row_a_few_times_without_statistics(
+    db_dsn: str, maintenance: str, hanging: bool
+) -> None:
+    """12,000 subgraph calls of one checkpoint, written after the last ANALYZE: taking
+    the thread for a few rows, the planner looped over one set of its rows for each
+    row of another (7.4 s finding the calls that hang, under the thread's lock; 5k/10k/20k
+    namespaces took 1.4/5.2/21 s). Every maintenance statement now reads a row a
+    bounded number of times: no scan looped, and a plan's work grows with the thread."""
+    fan_out(db_dsn, from_root=OLD_ROOT if hanging else ROOT, run_id="run-1")
+    with psycopg.connect(db_dsn) as conn:
+        saver = PostgresSaver(conn)
+        op: Any = {
+            "prune": lambda: prune_op(saver, ["fan"]),
+            "retention": lambda: _trim_batch_op(saver, ["fan"], None, 1, saver.schema, False),
+            "delete_for_runs": lambda: delete_for_runs_op(saver, ["run-1"]),
+        }[maintenance]()
+        plans = explained_statements(conn, saver, op, BOUNDED)
+    assert "delete_checkpoints" in plans
+    rows = FANNED_OUT + 2
+    for name, plan in plans.items():
+        assert looped_scans(plan) == [], name
+        # a quadratic plan works FANNED_OUT times as much: 2,000 rows a row
+        assert work(plan) <= 50 * rows, (name, work(plan))

@@ -89,17 +89,7 @@ DIFFERENCES: dict[str, dict[str, Difference]] = {
             "heads are rebuilt from, where the official refuses it with NotImplementedError",
             "DID NOT RAISE",
         ),
-        "test_keep_latest_keeps_the_parent_holding_a_pre_v4_heads_sends": Difference(
-            NOT_YET + "keep_latest deletes the parent that holds a pre-v4 head's pending "
-            "sends (item 2)",
-            "AssertionError",
-        ),
-        "test_keep_latest_deletes_a_subgraph_call_with_the_checkpoint_it_started_from": Difference(
-            NOT_YET + "keep_latest deletes the namespace of a checkpointer=True subgraph "
-            "(no ':' in its name) with the root checkpoint it last ran from; its state "
-            "outlives each call and the official keeps it",
-            "checkpointer_true",
-        ),
+        "test_keep_latest_keeps_the_parent_holding_a_pre_v4_heads_sends": _SENDS,
         "test_keep_latest_keeps_a_checkpoint_saved_while_it_runs": _CURSOR_HOOKS,
         "test_keep_latest_refuses_a_thread_that_turns_delta_after_the_batch_check": _CURSOR_HOOKS,
         "test_keep_latest_keeps_the_history_of_a_delta_checkpoint_saved_after_the_thread_check": (

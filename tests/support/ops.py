@@ -96,3 +96,35 @@ def keys_of(stmt: Stmt) -> list[tuple[str, str, str]]:
             strict=True,
         )
     )
+
+
+# What bounded_plans returns: the planner settings it turned off.
+PLANNER_SETTINGS = [{"enable_nestloop": "on", "jit": "on"}]
+
+
+def bounded(rows: list[Row]) -> list[list[Row]]:
+    """The replies of a statement run by `with_bounded_plan_op`: the settings, its rows,
+    and planner_settings'."""
+    return [PLANNER_SETTINGS, rows, []]
+
+
+def delta_chain(rows: Sequence[Row], stored: Sequence[str] = (), channel: str = "m") -> list[Row]:
+    """`delta_links` rows for checkpoints of one namespace, oldest first, each the parent
+    of the next: all have a version of DeltaChannel `channel`; those named in `stored`
+    store a value of it."""
+    links = []
+    parent = None
+    for row in rows:
+        links.append(
+            {
+                "thread_id": row["thread_id"],
+                "checkpoint_ns": row["checkpoint_ns"],
+                "checkpoint_id": row["checkpoint_id"],
+                "parent_checkpoint_id": parent,
+                "delta": [channel],
+                "stored": [channel] if row["checkpoint_id"] in stored else [],
+                "sends_parent": False,
+            }
+        )
+        parent = row["checkpoint_id"]
+    return links

@@ -1,9 +1,10 @@
 """The deletes (`delete_thread_op`, `prune_op`, `delete_for_runs_op`) fed the rows the
 server would send, without a database.
 
-Rows are checkpoint keys, as `thread_heads`, `rebuild_dependencies`,
-`thread_checkpoint_ids`, `run_checkpoints` and `hanging_checkpoints` return them
-(`sql/queries/maintenance.sql`); ids sort in the order they were made.
+Rows are checkpoint keys, as `thread_heads`, `thread_checkpoint_ids`,
+and `run_checkpoints` return them, namespaces (`hanging_calls`), and `delta_links` rows
+(`support.ops.delta_chain`) (`sql/queries/maintenance.sql`); ids sort in the
+order they were made.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 from psycopg import errors as pg_errors
-from support.ops import drive, keys_of
+from support.ops import PLANNER_SETTINGS, bounded, delta_chain, drive, keys_of
 
 from pgcheckpoint import InvalidInputError, ThreadConflictError
 from pgcheckpoint.core.deletes import (
@@ -32,6 +33,11 @@ def key(thread_id: str, ns: str, checkpoint_id: str) -> Row:
     return {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}
 
 
+def space(thread_id: str, ns: str) -> Row:
+    """A row of hanging_calls: a namespace that goes."""
+    return {"thread_id": thread_id, "checkpoint_ns": ns}
+
+
 def as_keys(rows: list[Row]) -> list[tuple[str, str, str]]:
     return [(r["thread_id"], r["checkpoint_ns"], r["checkpoint_id"]) for r in rows]
 
@@ -43,16 +49,16 @@ def locked(stmt: Stmt, *thread_ids: str) -> bool:
 
 
 # Thread a: c1..c5 in the root namespace (c5 the head; c4 and c3 are what c5's
-# DeltaChannel is rebuilt from), and a subgraph namespace whose head is s2.
-# Thread b: one checkpoint. c6 was saved after the heads were read.
-HEADS = [key("a", "", "c5"), key("a", "sub", "s2"), key("b", "", "b1")]
+# DeltaChannel is rebuilt from: c3 stores it), and a subgraph call's namespace
+# whose head is s2. Thread b: one checkpoint. c6 was saved after the heads were read.
+HEADS = [key("a", "", "c5"), key("a", "sub:1", "s2"), key("b", "", "b1")]
 EVERY = [
     *(key("a", "", f"c{i}") for i in range(1, 7)),
-    key("a", "sub", "s1"),
-    key("a", "sub", "s2"),
+    key("a", "sub:1", "s1"),
+    key("a", "sub:1", "s2"),
     key("b", "", "b1"),
 ]
-NEEDED = [*HEADS, key("a", "", "c4"), key("a", "", "c3")]
+LINKS = delta_chain(EVERY[:6], stored=["c3"])
 
 
 # -- prune_op -----------------------------------------------------------------------
@@ -62,35 +68,48 @@ def test_keep_latest_deletes_exactly_what_the_heads_do_not_need() -> None:
     deleted = [{"checkpoints": 3, "writes": 0, "blobs": 0, "bytes": 0}]
     sent, _ = drive(
         prune_op(SaverState(), ["b", "a", "a"]),
-        [[], LOCKED, HEADS, NEEDED, EVERY, [], deleted],
+        [[], LOCKED, HEADS, *bounded(LINKS), EVERY, *bounded([]), *bounded(deleted)],
     )
-    isolation, lock, heads, needed, every, hanging, delete = sent
+    isolation, lock, heads, _, needed, _, every, _, hanging, _, plans, delete, restore = sent
     assert isolation.name == "read_committed"
     assert locked(lock, "a", "b")  # once each
     assert (heads.name, list(heads.params["thread_ids"])) == ("thread_heads", ["a", "b"])
-    assert needed.name == "rebuild_dependencies"
-    assert keys_of(needed) == as_keys(HEADS)
+    assert (needed.name, list(needed.params["thread_ids"])) == ("delta_links", ["a", "b"])
     assert (every.name, list(every.params["thread_ids"])) == ("thread_checkpoint_ids", ["a", "b"])
-    assert hanging.name == "hanging_checkpoints"
+    assert hanging.name == "hanging_calls"
     assert hanging.params["scope_ids"] == ["a", "b"]
-    assert delete.name == "delete_checkpoints"
+    # what it reads: the subgraph call's newest checkpoint, and the checkpoints
+    # of its parent namespace, with those that go
+    assert list(hanging.params["heads_ids"]) == ["s2"]
+    assert list(hanging.params["parent_ids"]) == [f"c{i}" for i in range(1, 7)]
+    assert hanging.params["parent_doomed"] == [True, True, False, False, False, False]
+    assert (plans.name, delete.name, restore.name) == (
+        "bounded_plans",
+        "delete_checkpoints",
+        "planner_settings",
+    )
+    assert dict(restore.params) == PLANNER_SETTINGS[0]
+    assert [s.name for s in sent].count("bounded_plans") == 3  # links, hanging, delete
     # not c3-c5 (needed), nor c6 (newer than its head): c1, c2 and s1
-    assert sorted(keys_of(delete)) == [("a", "", "c1"), ("a", "", "c2"), ("a", "sub", "s1")]
+    assert sorted(keys_of(delete)) == [("a", "", "c1"), ("a", "", "c2"), ("a", "sub:1", "s1")]
 
 
 def test_keep_latest_with_nothing_to_delete_sends_no_delete() -> None:
     heads = [key("a", "", "c2")]
+    every = [key("a", "", "c1"), *heads]
     sent, _ = drive(
         prune_op(SaverState(), ["a"]),
-        [[], LOCKED, heads, [*heads, key("a", "", "c1")], [key("a", "", "c1"), *heads], []],
+        [[], LOCKED, heads, *bounded(delta_chain(every, stored=["c1"])), every],
     )
+    # c2 needs c1; no subgraph call to look at
     assert [s.name for s in sent] == [
         "read_committed",
         "lock_threads_for_maintenance",
         "thread_heads",
-        "rebuild_dependencies",
+        "bounded_plans",
+        "delta_links",
+        "planner_settings",
         "thread_checkpoint_ids",
-        "hanging_checkpoints",
     ]
 
 
@@ -99,22 +118,23 @@ def test_keep_latest_takes_the_subgraphs_that_ran_from_what_it_deletes() -> None
     every = [key("a", "", "c1"), *heads, key("a", "sub:1", "s1")]
     sent, _ = drive(
         prune_op(SaverState(), ["a"]),
-        [[], LOCKED, heads, heads, every, [key("a", "sub:1", "s1")], []],
+        [[], LOCKED, heads, *bounded([]), every, *bounded([space("a", "sub:1")]), *bounded([])],
     )
-    hanging, delete = sent[-2:]
-    assert keys_of(hanging) == [("a", "", "c1")]
+    hanging, delete = sent[-5], sent[-2]
+    assert hanging.name == "hanging_calls"
+    assert hanging.params["parent_doomed"] == [True, False]
+    # the namespaces it answers go whole
     assert keys_of(delete) == [("a", "", "c1"), ("a", "sub:1", "s1")]
 
 
 def test_keep_latest_of_threads_without_checkpoints_deletes_nothing() -> None:
-    sent, _ = drive(prune_op(SaverState(), ["a"]), [[], LOCKED, [], [], []])
+    sent, _ = drive(prune_op(SaverState(), ["a"]), [[], LOCKED, [], []])
     # no heads: nothing to rebuild, and nothing is older than a head
     assert [s.name for s in sent] == [
         "read_committed",
         "lock_threads_for_maintenance",
         "thread_heads",
         "thread_checkpoint_ids",
-        "hanging_checkpoints",
     ]
 
 
@@ -224,12 +244,12 @@ def test_delete_for_runs_deletes_the_runs_checkpoints_others_do_not_need() -> No
     under_lock = [*first_read, key("a", "", "c4")]
     every = [key("a", "", f"c{i}") for i in range(1, 6)]
     # c5 (another run's) is rebuilt from c4's stored value
-    needed = [key("a", "", "c1"), key("a", "", "c5"), key("a", "", "c4")]
+    links = delta_chain(every, stored=["c1", "c4"])
     sent, _ = drive(
         delete_for_runs_op(SaverState(), ["r2", "r1", "r1"]),
-        [[], first_read, LOCKED, under_lock, every, needed, [], []],
+        [[], first_read, LOCKED, under_lock, every, *bounded(links), *bounded([])],
     )
-    _, runs, lock, runs_again, every_stmt, needed_stmt, _, delete = sent
+    _, runs, lock, runs_again, every_stmt, _, needed_stmt, _, _, delete, _ = sent
     assert (runs.name, list(runs.params["run_ids"])) == ("run_checkpoints", ["r1", "r2"])
     assert locked(lock, "a")
     assert runs_again.name == "run_checkpoints"
@@ -237,8 +257,7 @@ def test_delete_for_runs_deletes_the_runs_checkpoints_others_do_not_need() -> No
         "thread_checkpoint_ids",
         ["a"],
     )
-    assert needed_stmt.name == "rebuild_dependencies"
-    assert keys_of(needed_stmt) == [("a", "", "c1"), ("a", "", "c5")]  # the survivors
+    assert (needed_stmt.name, list(needed_stmt.params["thread_ids"])) == ("delta_links", ["a"])
     assert delete.name == "delete_checkpoints"
     # c4 was saved by the run, but c5 needs it
     assert keys_of(delete) == [("a", "", "c2"), ("a", "", "c3")]
@@ -250,7 +269,18 @@ def test_delete_for_runs_locks_a_thread_the_run_saved_to_meanwhile() -> None:
     under_lock = [*first_read, key("b", "", "b1")]
     sent, _ = drive(
         delete_for_runs_op(SaverState(), ["r1"]),
-        [[], first_read, LOCKED, under_lock, LOCKED, under_lock, under_lock, [], []],
+        [
+            [],
+            first_read,
+            LOCKED,
+            under_lock,
+            LOCKED,
+            under_lock,
+            under_lock,
+            PLANNER_SETTINGS,
+            [],
+            [],
+        ],
     )
     names = [s.name for s in sent]
     assert names[:6] == [
@@ -262,7 +292,7 @@ def test_delete_for_runs_locks_a_thread_the_run_saved_to_meanwhile() -> None:
         "run_checkpoints",
     ]
     assert locked(sent[2], "a") and locked(sent[4], "b")
-    assert keys_of(sent[-1]) == as_keys(under_lock)  # b1 deleted under b's lock
+    assert keys_of(sent[-2]) == as_keys(under_lock)  # b1 deleted under b's lock
 
 
 def test_delete_for_runs_that_saved_nothing_takes_no_lock() -> None:
@@ -276,16 +306,18 @@ def test_delete_for_runs_that_saved_nothing_takes_no_lock() -> None:
 def test_delete_for_runs_that_own_every_checkpoint_deletes_them_all() -> None:
     mine = [key("a", "", "c1"), key("a", "", "c2")]
     sent, _ = drive(
-        delete_for_runs_op(SaverState(), ["r1"]), [[], mine, LOCKED, mine, mine, [], []]
+        delete_for_runs_op(SaverState(), ["r1"]),
+        [[], mine, LOCKED, mine, mine, *bounded([])],
     )
-    # no survivor needs anything: no rebuild_dependencies
+    # no survivor needs anything: no delta_links; no subgraph call to look at
     assert [s.name for s in sent] == [
         "read_committed",
         "run_checkpoints",
         "lock_threads_for_maintenance",
         "run_checkpoints",
         "thread_checkpoint_ids",
-        "hanging_checkpoints",
+        "bounded_plans",
         "delete_checkpoints",
+        "planner_settings",
     ]
-    assert keys_of(sent[-1]) == as_keys(mine)
+    assert keys_of(sent[-2]) == as_keys(mine)

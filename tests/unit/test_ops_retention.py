@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from psycopg import DataError
 from psycopg import errors as pg_errors
-from support.ops import keys_of
+from support.ops import bounded, delta_chain, keys_of
 from support.sweeps import Ran, Script, run_sweep
 
 from pgcheckpoint import InvalidInputError
@@ -289,13 +289,16 @@ def test_a_dry_run_of_a_trim_measures_what_would_go() -> None:
     measured = [{"checkpoints": 1, "writes": 1, "blobs": 2, "bytes": 50}]
     ran, report = run_sweep(
         keep_last_sweep(SaverState(), 1, limits=SweepLimits(dry_run=True)),
-        [[threads("a")], [ranked, [key("a", "", "c2")], [], measured], NO_MORE],
+        [[threads("a")], [ranked, *bounded([]), *bounded(measured)], NO_MORE],
     )
     assert ran[1].names == [
         "retention_ranked_checkpoints",
-        "rebuild_dependencies",
-        "hanging_checkpoints",
+        "bounded_plans",
+        "delta_links",
+        "planner_settings",
+        "bounded_plans",
         "measure_checkpoints",
+        "planner_settings",
     ]
     assert keys_of(ran[1].stmt("measure_checkpoints")) == [("a", "", "c1")]
     assert report.dry_run
@@ -314,7 +317,8 @@ def test_keep_last_deletes_what_no_kept_checkpoint_needs_and_the_subgraphs_hangi
         key("b", "", "b2", 1),
         key("b", "", "b1", 2),
     ]
-    needed = [key("a", "", "c5"), key("a", "", "c4"), key("a", "", "c3"), key("b", "", "b2")]
+    # c3 stores the DeltaChannel that c4 and c5 are rebuilt from
+    links = delta_chain(ranked[:5], stored=["c3"])
     measured = [{"checkpoints": 3, "writes": 4, "blobs": 5, "bytes": 600}]
     ran, report = run_sweep(
         keep_last_sweep(SaverState(), 2),
@@ -324,9 +328,9 @@ def test_keep_last_deletes_what_no_kept_checkpoint_needs_and_the_subgraphs_hangi
                 [],
                 threads("a", "b"),
                 ranked,
-                needed,
-                [key("a", "sub:1", "s1")],
-                measured,
+                *bounded(links),
+                *bounded([{"thread_id": "a", "checkpoint_ns": "sub:1"}]),
+                *bounded(measured),
                 [],
             ],
             NO_MORE,
@@ -344,23 +348,18 @@ def test_keep_last_deletes_what_no_kept_checkpoint_needs_and_the_subgraphs_hangi
         "read_committed",
         "retention_lock_threads",
         "retention_ranked_checkpoints",
-        "rebuild_dependencies",
-        "hanging_checkpoints",
-        "delete_checkpoints",
+        *("bounded_plans", "delta_links", "planner_settings"),
+        *("bounded_plans", "hanging_calls", "planner_settings"),
+        *("bounded_plans", "delete_checkpoints", "planner_settings"),
         "retention_changed_threads",
     ]
     ranked_stmt = batch.stmt("retention_ranked_checkpoints")
     assert dict(ranked_stmt.params) == {"thread_ids": ["a", "b"], "cutoff": None}
-    # the kept: each namespace's newest two
-    assert sorted(keys_of(batch.stmt("rebuild_dependencies"))) == [
-        ("a", "", "c4"),
-        ("a", "", "c5"),
-        ("a", "sub:1", "s1"),
-        ("b", "", "b1"),
-        ("b", "", "b2"),
-    ]
-    hanging = batch.stmt("hanging_checkpoints")
-    assert keys_of(hanging) == [("a", "", "c1"), ("a", "", "c2")]
+    assert list(batch.stmt("delta_links").params["thread_ids"]) == ["a", "b"]
+    hanging = batch.stmt("hanging_calls")
+    # the root namespace of a, parent of its subgraph call, with what goes of it
+    assert list(hanging.params["parent_ids"]) == [f"c{i}" for i in range(1, 6)]
+    assert hanging.params["parent_doomed"] == [True, True, False, False, False]
     assert hanging.params["scope_ids"] == ["a", "b"]
     # not c3 (c4 needs it), but the subgraph that ran from c1
     delete = batch.stmt("delete_checkpoints")
@@ -384,7 +383,7 @@ def test_keep_latest_of_an_age_sweep_keeps_each_namespaces_newest() -> None:
         [
             AT_CUTOFF,
             [threads("a")],
-            [[], threads("a"), ranked, ranked[::2], [], measured, []],
+            [[], threads("a"), ranked, *bounded([]), *bounded(measured), []],
             NO_MORE,
         ],
     )
@@ -392,7 +391,8 @@ def test_keep_latest_of_an_age_sweep_keeps_each_namespaces_newest() -> None:
     assert candidates_params(ran[1])["cutoff"] == CUTOFF
     batch = ran[2]
     assert batch.stmt("retention_ranked_checkpoints").params["cutoff"] == CUTOFF
-    assert keys_of(batch.stmt("rebuild_dependencies")) == [("a", "", "c2"), ("a", "sub", "s1")]
+    # `sub`, a checkpointer=True subgraph's namespace, never hangs: nothing to look at
+    assert "hanging_calls" not in batch.names
     assert keys_of(batch.stmt("delete_checkpoints")) == [("a", "", "c1")]
     assert batch.stmt("retention_changed_threads").params["checkpoints"] == [2]
     assert counts(report) == (1, 1, 0, 1, 10)
@@ -403,9 +403,13 @@ def test_a_trim_that_finds_nothing_to_delete_deletes_nothing() -> None:
     ranked = [key("a", "", "c2", 1), key("a", "", "c1", 2)]
     ran, report = run_sweep(
         keep_last_sweep(SaverState(), 1),
-        [[threads("a", "b")], [[], threads("a"), ranked, ranked, []], NO_MORE],
+        [
+            [threads("a", "b")],
+            [[], threads("a"), ranked, *bounded(delta_chain(ranked[::-1], ["c1"]))],
+            NO_MORE,
+        ],
     )
-    assert ran[1].names[-1] == "hanging_checkpoints"
+    assert ran[1].names[-2] == "delta_links"
     assert "delete_checkpoints" not in ran[1].names
     assert counts(report) == (0, 0, 0, 0, 0)
     assert report.skipped == ["b"] and report.examined == 2
@@ -414,13 +418,16 @@ def test_a_trim_that_finds_nothing_to_delete_deletes_nothing() -> None:
 def test_a_trimmed_thread_written_to_meanwhile_rolls_the_batch_back() -> None:
     ranked = [key(t, "", c, r) for t in "ab" for c, r in (("c2", 1), ("c1", 2))]
     measured = [{"checkpoints": 2, "writes": 0, "blobs": 0, "bytes": 20}]
-    kept = [r for r in ranked if r["rank"] == 1]
     ran, report = run_sweep(
         keep_last_sweep(SaverState(), 1),
         [
             [threads("a", "b")],
-            [[], threads("a", "b"), ranked, kept, [], measured, threads("a")],
-            [[], threads("b"), ranked[2:], kept[1:], [], [{**measured[0], "checkpoints": 1}], []],
+            [[], threads("a", "b"), ranked, *bounded([]), *bounded(measured), threads("a")],
+            [
+                *([], threads("b"), ranked[2:], *bounded([])),
+                *bounded([{**measured[0], "checkpoints": 1}]),
+                [],
+            ],
             NO_MORE,
         ],
     )

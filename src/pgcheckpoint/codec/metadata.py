@@ -19,9 +19,10 @@ from typing import Any
 
 __all__ = ["STRUCTURAL_KEYS", "json_projection", "metadata_matches"]
 
-# Metadata keys maintenance reads in SQL (which DeltaChannels a thread has):
-# always in the JSONB projection, whatever an encrypting serializer hides.
-STRUCTURAL_KEYS = frozenset({"counters_since_delta_snapshot"})
+# Metadata keys maintenance reads in SQL (which DeltaChannels a thread has,
+# as LangGraph and LangGraph.js mark them): always in the JSONB projection,
+# whatever an encrypting serializer hides.
+STRUCTURAL_KEYS = frozenset({"counters_since_delta_snapshot", "delta_writes_versioned"})
 
 
 def json_projection(value: Any) -> tuple[Any, bool]:

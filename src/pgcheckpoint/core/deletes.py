@@ -12,6 +12,27 @@ several threads each waiting for each other, a writer that takes no lock)
 rolls back and runs again (`conflict_retries`), then raises
 `ThreadConflictError`.
 
+What a kept checkpoint needs (the one rule of every delete that keeps some:
+`prune_op`, the retention sweeps, `delete_for_runs_op`; the pg_cron
+procedure of `sql/retention.sql` leaves the threads it cannot apply it to):
+- its DeltaChannels' history: for each channel of its namespace's
+  DeltaChannels it has a version of, its parent chain from its parent down
+  to the nearest checkpoint that stores a value of the channel (a
+  `_DeltaSnapshot`, a value from before the channel was a DeltaChannel, one
+  stored as a delta of an older value), or the whole chain when none does.
+  LangGraph rebuilds the channel from it when the checkpoint stores none;
+  `get_delta_channel_history` walks it even when it does (`needed_for_op`).
+- the values it reads and the bases of those stored as deltas
+  (`blobs_to_drop` in `sql/queries/_fragments.sql`).
+- the latest checkpoint of each `checkpointer=True` subgraph's namespace (one
+  without a task id), which the subgraph's next call goes on from, wherever
+  its last call started: such a namespace never hangs (`hanging_namespaces`);
+  a subgraph call's namespace goes with the checkpoint it ran from.
+- its parent, when that holds the sends of its step: a checkpoint older than
+  LangGraph's format v4 has them as writes of its parent (to `__pregel_tasks`,
+  of which it has no version). The importer moves them into the checkpoint
+  (`pgcheckpoint.maintenance.importer`), after which it needs no parent.
+
 Example:
     >>> from pgcheckpoint.core.deletes import delete_thread_op
     >>> from pgcheckpoint.core.state import SaverState
@@ -29,6 +50,7 @@ from psycopg.errors import DeadlockDetected, ForeignKeyViolation, LockNotAvailab
 
 from ..errors import InvalidInputError, ThreadConflictError
 from ..ops import Op, Row, Stmt, Sweep
+from ..statements.arrays import TextArray
 from ..telemetry.activity import logger
 from ..validate import check_id, check_id_list
 from .locks import maintenance_lock_key
@@ -45,10 +67,12 @@ __all__ = [
     "delete_thread_op",
     "delete_thread_sweep",
     "delete_whole_op",
+    "delta_history_keys",
     "lock_for_delete_op",
     "needed_for_op",
     "prune_op",
     "prune_sweep",
+    "with_bounded_plan_op",
     "with_hanging_op",
 ]
 
@@ -150,7 +174,7 @@ def prune_op(
         if row_key(r) not in keep
         and r["checkpoint_id"] < newest.get((r["thread_id"], r["checkpoint_ns"]), "")
     ]
-    doomed = yield from with_hanging_op(saver, ids, doomed)
+    doomed = yield from with_hanging_op(saver, ids, rows, doomed)
     yield from _delete_checkpoints_op(saver, doomed)
 
 
@@ -183,7 +207,7 @@ def delete_for_runs_op(saver: SaverState, run_ids: Sequence[str]) -> Op[None]:
     survivors = [r for r in every if row_key(r) not in doomed_keys]
     needed = yield from needed_for_op(saver, survivors)
     doomed = [r for r in rows if row_key(r) not in needed]
-    doomed = yield from with_hanging_op(saver, thread_ids, doomed)
+    doomed = yield from with_hanging_op(saver, thread_ids, every, doomed)
     yield from _delete_checkpoints_op(saver, doomed)
 
 
@@ -216,32 +240,139 @@ def _lock_threads_op(saver: SaverState, thread_ids: Sequence[str]) -> Op[None]:
 
 
 def with_hanging_op(
-    saver: SaverState, thread_ids: Sequence[str], doomed: Sequence[Row]
+    saver: SaverState, thread_ids: Sequence[str], rows: Sequence[Row], doomed: Sequence[Row]
 ) -> Op[list[Row]]:
     """`doomed`, and the checkpoints of the subgraph namespaces that hang off it.
 
-    See `hanging_namespaces` in `sql/queries/_fragments.sql`.
+    `rows` are every checkpoint of the threads, read under their locks: they
+    give each subgraph call's newest checkpoint and the checkpoints of its
+    parent namespace, what `hanging_namespaces` (`sql/queries/_fragments.sql`)
+    reads besides the metadata of the newest; the namespaces it answers are
+    deleted whole.
     """
-    params = {**checkpoint_keys(doomed), "scope_ids": list(thread_ids)}
-    hanging = yield Stmt("hanging_checkpoints", params, fetch=True)
+    going = {row_key(r) for r in doomed}
+    # str order is code point order, the order of COLLATE "C"
+    newest: dict[tuple[str, str], str] = {}
+    for row in rows:
+        where, checkpoint_id = (row["thread_id"], row["checkpoint_ns"]), row["checkpoint_id"]
+        if ":" in where[1] and (where not in newest or checkpoint_id > newest[where]):
+            newest[where] = checkpoint_id
     everything = {row_key(r): r for r in doomed}
-    for row in hanging:
-        everything.setdefault(row_key(row), row)
+    if not newest:
+        return list(everything.values())
+    parents = {(t, ns.rsplit("|", 1)[0] if "|" in ns else "") for t, ns in newest}
+    parent_rows = [r for r in rows if (r["thread_id"], r["checkpoint_ns"]) in parents]
+    params = {
+        "heads_thread_ids": TextArray([t for t, _ in newest]),
+        "heads_nss": TextArray([ns for _, ns in newest]),
+        "heads_ids": TextArray(newest.values()),
+        "parent_thread_ids": TextArray([r["thread_id"] for r in parent_rows]),
+        "parent_nss": TextArray([r["checkpoint_ns"] for r in parent_rows]),
+        "parent_ids": TextArray([r["checkpoint_id"] for r in parent_rows]),
+        "parent_doomed": [row_key(r) in going for r in parent_rows],
+        "scope_ids": list(thread_ids),
+    }
+    hanging = yield from with_bounded_plan_op(Stmt("hanging_calls", params, fetch=True))
+    cut = {(r["thread_id"], r["checkpoint_ns"]) for r in hanging}
+    for row in rows:
+        if (row["thread_id"], row["checkpoint_ns"]) in cut:
+            everything.setdefault(row_key(row), row)
     return list(everything.values())
 
 
 def needed_for_op(saver: SaverState, kept: Iterable[Row]) -> Op[set[tuple[str, str, str]]]:
+    """The keys of the kept checkpoints and of every checkpoint they need: those their
+    DeltaChannels' history runs through, and parents holding their sends (see the
+    module's rule), from one statement (`delta_links`).
+
+    Example:
+        >>> op = needed_for_op(SaverState(), [{"thread_id": "t", "checkpoint_ns": "",
+        ...                                    "checkpoint_id": "c2"}])
+        >>> next(op).name, op.send([{"enable_nestloop": "on", "jit": "on"}]).name
+        ('bounded_plans', 'delta_links')
+    """
     kept = list(kept)
     if not kept:
         return set()
-    rows = yield Stmt("rebuild_dependencies", checkpoint_keys(kept), fetch=True)
-    return {row_key(r) for r in rows}
+    thread_ids = TextArray(sorted({r["thread_id"] for r in kept}))
+    links = yield from with_bounded_plan_op(
+        Stmt("delta_links", {"thread_ids": thread_ids}, fetch=True)
+    )
+    needed = {row_key(r) for r in kept} | delta_history_keys(kept, links)
+    holding_sends = {row_key(r): _parent_key(r) for r in links if r["sends_parent"]}
+    for row in kept:
+        parent = holding_sends.get(row_key(row))
+        if parent is not None:
+            needed.add(parent)
+    return needed
+
+
+def delta_history_keys(kept: Iterable[Row], links: Iterable[Row]) -> set[tuple[str, str, str]]:
+    """The checkpoints the DeltaChannel history of the kept ones runs through.
+
+    `links` are the rows of `delta_links`: the checkpoints of the namespaces
+    with DeltaChannels (or sends). Each channel of a kept checkpoint is walked as
+    `get_delta_channel_history` walks it, from the parent down to the first
+    checkpoint that stores the channel; a checkpoint reached again for the
+    same channel is not walked twice, so the walks of many kept checkpoints
+    of one chain cost what one does.
+
+    Example:
+        >>> link = lambda c, p, stored=(): {"thread_id": "t", "checkpoint_ns": "",
+        ...     "checkpoint_id": c, "parent_checkpoint_id": p, "delta": ["m"],
+        ...     "stored": list(stored)}
+        >>> links = [link("c1", None, ["m"]), link("c2", "c1"), link("c3", "c2", ["m"])]
+        >>> sorted(delta_history_keys([links[2]], links))
+        [('t', '', 'c1'), ('t', '', 'c2')]
+    """
+    by_key = {row_key(r): r for r in links}
+    needed: set[tuple[str, str, str]] = set()
+    walked: set[tuple[tuple[str, str, str], str]] = set()
+    for row in kept:
+        start = by_key.get(row_key(row))
+        if start is None:
+            continue
+        for channel in start["delta"]:
+            at = _parent_key(start)
+            while at is not None and at in by_key and (at, channel) not in walked:
+                walked.add((at, channel))
+                needed.add(at)
+                here = by_key[at]
+                if channel in here["stored"]:
+                    break
+                at = _parent_key(here)
+    return needed
+
+
+def _parent_key(row: Row) -> tuple[str, str, str] | None:
+    parent = row["parent_checkpoint_id"]
+    return None if parent is None else (row["thread_id"], row["checkpoint_ns"], parent)
 
 
 def _delete_checkpoints_op(saver: SaverState, doomed: Sequence[Row]) -> Op[None]:
     if not doomed:
         return
-    yield Stmt("delete_checkpoints", checkpoint_keys(doomed))
+    yield from with_bounded_plan_op(Stmt("delete_checkpoints", checkpoint_keys(doomed)))
+
+
+def with_bounded_plan_op(stmt: Stmt) -> Op[list[Row]]:
+    """Run a maintenance statement planned with hash joins only and no JIT.
+
+    `delta_links`, `hanging_calls`, `delete_checkpoints` and
+    `measure_checkpoints` read a thread's rows through lookups by key, and
+    pair a thread's rows with sets derived from them; see `bounded_plans` in
+    `sql/queries/maintenance.sql`.
+
+    Example:
+        >>> op = with_bounded_plan_op(Stmt("measure_checkpoints", {}, fetch=True))
+        >>> next(op).name, op.send([{"enable_nestloop": "on", "jit": "on"}]).name
+        ('bounded_plans', 'measure_checkpoints')
+    """
+    before = yield Stmt("bounded_plans", fetch=True)
+    rows = yield stmt
+    settings = {"enable_nestloop": before[0]["enable_nestloop"], "jit": before[0]["jit"]}
+    yield Stmt("planner_settings", settings, fetch=True)
+    return rows
 
 
 def conflict_retries(

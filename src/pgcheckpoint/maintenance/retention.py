@@ -52,7 +52,12 @@ from typing import Any
 from psycopg import DataError
 from psycopg.errors import DeadlockDetected, ForeignKeyViolation, LockNotAvailable
 
-from ..core.deletes import check_prune_strategy, needed_for_op, with_hanging_op
+from ..core.deletes import (
+    check_prune_strategy,
+    needed_for_op,
+    with_bounded_plan_op,
+    with_hanging_op,
+)
 from ..core.locks import maintenance_lock_key, thread_lock_key
 from ..core.rows import checkpoint_keys, row_key
 from ..core.state import SaverState
@@ -415,13 +420,16 @@ def _trim_batch_op(
     )
     needed = yield from needed_for_op(core, [r for r in rows if r["rank"] <= keep])
     doomed = [r for r in rows if r["rank"] > keep and row_key(r) not in needed]
-    doomed = yield from with_hanging_op(core, sorted({r["thread_id"] for r in rows}), doomed)
+    scope = sorted({r["thread_id"] for r in rows})
+    doomed = yield from with_hanging_op(core, scope, rows, doomed)
     if not doomed:
         return {"skipped": skipped}
-    measured = yield Stmt(
-        "measure_checkpoints" if dry_run else "delete_checkpoints",
-        checkpoint_keys(doomed),
-        fetch=True,
+    measured = yield from with_bounded_plan_op(
+        Stmt(
+            "measure_checkpoints" if dry_run else "delete_checkpoints",
+            checkpoint_keys(doomed),
+            fetch=True,
+        )
     )
     trimmed = sorted({r["thread_id"] for r in doomed})
     if not dry_run:

@@ -159,7 +159,7 @@ def storage_stats_op(schema: str = "public", *, top: int = 10) -> Op[StorageStat
         r["table_name"]: {k: int(r[k]) for k in ("table_bytes", "index_bytes", "total_bytes")}
         for r in sizes
     }
-    lost = yield Stmt("storage_unreachable", {"scope_ids": None}, fetch=True)
+    lost = yield Stmt("storage_unreachable", fetch=True)
     stats.unreachable = {k: int(v) for k, v in lost[0].items()}
     damaged = yield Stmt("storage_damaged", {"threads": DAMAGED_THREADS}, fetch=True)
     stats.damaged = {
