@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import socket
 from typing import Any
 
 import psycopg
@@ -20,6 +21,7 @@ import pytest
 
 from pgcheckpoint import AsyncPostgresStore, EncryptedSerde, SchemaOutOfDateError
 from pgcheckpoint.agent_server import store
+from pgcheckpoint.agent_server.factory import DatabaseUnreachableError
 from pgcheckpoint.agent_server.ttl import sweep_store_once
 from pgcheckpoint.core.locks import store_ttl_sweep_lock_key, ttl_sweep_lock_key
 from pgcheckpoint.schema import current, head
@@ -103,6 +105,17 @@ async def test_a_schema_never_migrated_stops_the_start_unless_auto_migrate_is_on
     async with store(env) as memory:
         await memory.aput(("a",), "k", {"v": 1})
     assert current(empty_db_dsn) == head()
+
+
+async def test_a_database_that_does_not_answer_fails_the_start_with_one_line() -> None:
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with pytest.raises(DatabaseUnreachableError) as refused:
+        async with store({"PGCHECKPOINT_DSN": f"postgresql://postgres@127.0.0.1:{port}/app"}):
+            pass
+    message = str(refused.value)
+    assert "\n" not in message and "that PGCHECKPOINT_DSN names it" in message
 
 
 async def test_the_ttl_block_reaches_the_store_and_its_items_expire(db_dsn: str) -> None:
