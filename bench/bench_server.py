@@ -6,8 +6,9 @@ them, offline), each on a fresh database: one names pgcheckpoint's factory
 lines around the official `AsyncPostgresSaver` (bench/official_factory.py),
 both with a pool of 8. The graph is examples/agent-server's refund below the
 approval limit: the review subgraph, then pay, 8 checkpoints and no
-interrupt. Timed through the SDK, one run at a time, the two servers
-alternating in blocks:
+interrupt; its `store` block is left out, so both servers record the
+decision in the server's in-memory store and only the savers differ. Timed
+through the SDK, one run at a time, the two servers alternating in blocks:
 - as a client waits: `threads.create` and `runs.wait`, about half a second of
   which is the in-memory runtime's queue polling for the run;
 - inside the server: from the run's first checkpoint to its last (their
@@ -20,6 +21,7 @@ alternating in blocks:
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import sys
 import tempfile
@@ -35,6 +37,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 # the tests' helper that starts a server, shared rather than copied
 from support.agent_server import (
+    EXAMPLE,
     AgentServer,
     langgraph_command,
     missing_server_packages,
@@ -62,7 +65,10 @@ def run_server(dbs: Databases, plan: Plan, results: Results) -> None:
         try:
             for kind in SAVERS:
                 dsn = dbs.fresh(kind, "server")
-                folder = server_folder(Path(tmp) / kind, checkpointer={"path": FACTORIES[kind]})
+                config = json.loads((EXAMPLE / "langgraph.json").read_text())
+                del config["store"]
+                config["checkpointer"] = {"path": FACTORIES[kind]}
+                folder = server_folder(Path(tmp) / kind, config=config)
                 shutil.copy(Path(__file__).parent / "official_factory.py", folder)
                 env = server_env(dsn, PGCHECKPOINT_POOL_MAX_SIZE=str(POOL_SIZE))
                 command = [langgraph_command(), "dev", "--no-browser", "--no-reload"]

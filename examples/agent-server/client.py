@@ -1,5 +1,7 @@
 """A client of the example server: a refund stops for approval, is approved, and is drawn.
 
+The decision the graph recorded in the store is read back through the SDK.
+
 Talks to `langgraph dev` at http://127.0.0.1:2024 (`LANGGRAPH_URL` for
 another address) through LangGraph's SDK, as an application would.
 """
@@ -21,6 +23,8 @@ async def main() -> None:
         print("asked:", paused["__interrupt__"][0]["value"])
         done = await client.runs.wait(thread_id, "refunds", command={"resume": "approved"})
         print("done:", done)
+        item = await client.store.get_item(["refunds"], thread_id)
+        print("stored:", item["value"])
         history = await client.threads.get_history(thread_id)
         print(f"{len(history)} checkpoints in PostgreSQL; draw them with:")
         print(f"pgcheckpoint show {thread_id}")

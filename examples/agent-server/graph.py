@@ -1,13 +1,17 @@
 """A refund that a person approves: a review subgraph that stops on `interrupt()`, then pay.
 
-Compiled without a checkpointer: the Agent Server gives the graph the one
-`langgraph.json` names (pgcheckpoint's), and refuses a graph that has its own.
+The review records each decision in the long-term store, under the thread's
+id. Compiled without a checkpointer or a store: the Agent Server gives the
+graph the ones `langgraph.json` names (pgcheckpoint's), and refuses a graph
+that has its own checkpointer.
 """
 
 from __future__ import annotations
 
 from typing import TypedDict
 
+from langchain_core.runnables import RunnableConfig
+from langgraph.config import get_store
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 
@@ -23,11 +27,16 @@ def score(state: Refund) -> Refund:
     return {"risk": "high" if state["amount"] > 100 else "low"}
 
 
-def ask(state: Refund) -> Refund:
-    if state["risk"] == "low":
-        return {"decision": "approved"}
-    # the run stops here until a client resumes it with Command(resume=...)
-    return {"decision": interrupt(f"refund {state['amount']} EUR?")}
+def ask(state: Refund, config: RunnableConfig) -> Refund:
+    # above 100 EUR the run stops here until a client resumes it with Command(resume=...)
+    decision = "approved" if state["risk"] == "low" else interrupt(f"refund {state['amount']} EUR?")
+    # the server's store (pgcheckpoint's): what was decided, kept beyond the thread
+    get_store().put(
+        ("refunds",),
+        config["configurable"]["thread_id"],
+        {"amount": state["amount"], "risk": state["risk"], "decision": decision},
+    )
+    return {"decision": decision}
 
 
 review = (

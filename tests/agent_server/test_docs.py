@@ -2,7 +2,10 @@
 
 tests/docs runs the other blocks of the docs; these need `langgraph dev`:
 - a `json` block is a `langgraph.json`: a server starts with it beside the
-  example's graph, and a refund stops at its interrupt and resumes;
+  example's graph (and the page's `python` blocks, as the files their `id`
+  names), and a refund stops at its interrupt and resumes; with a `store`
+  block, the decision is in the store, whose TTL the factory sweeps and whose
+  index searches by query (or, without pgvector, the start stops and says so);
 - the `text` block is the line a server that cannot reach its database ends
   its log with;
 - a `console` block's commands run on the database of a server that stopped a
@@ -24,7 +27,7 @@ import pytest
 from support.agent_server import AgentServer, free_port, running, server_env, server_folder
 from support.docblocks import ROOT, Block, console_steps, normalise, output_matches, parse
 
-from .conftest import client_of
+from .conftest import client_of, table_rows
 
 BLOCKS = [b for b in parse(ROOT / "docs" / "agent-server.md") if b.kind == "server"]
 
@@ -35,7 +38,15 @@ def of_lang(lang: str) -> list[Block]:
 
 def test_the_page_has_a_block_of_each_kind() -> None:
     assert len(of_lang("json")) >= 2 and of_lang("text") and of_lang("console")
-    assert {b.lang for b in BLOCKS} == {"json", "text", "console"}
+    assert {b.lang for b in BLOCKS} == {"json", "text", "console", "python"}
+    assert all(b.id and b.id.endswith(".py") for b in of_lang("python"))
+
+
+def pgvector_available(dsn: str) -> bool:
+    (row,) = table_rows(
+        dsn, "SELECT count(*) AS n FROM pg_available_extensions WHERE name = 'vector'"
+    )
+    return bool(row["n"])
 
 
 async def stopped_thread(server: AgentServer) -> str:
@@ -51,15 +62,41 @@ async def test_a_langgraph_json_of_the_page_serves(
     block: Block, db_dsn: str, tmp_path: Path
 ) -> None:
     config = json.loads(block.text)
-    with running(server_folder(tmp_path / "server", config=config), server_env(db_dsn)) as server:
+    folder = server_folder(tmp_path / "server", config=config)
+    for source in of_lang("python"):
+        (folder / str(source.id)).write_text(source.text)
+    store = config.get("store") or {}
+    if "index" in store and not pgvector_available(db_dsn):
+        server = AgentServer(folder, server_env(db_dsn))
+        with pytest.raises(RuntimeError, match="langgraph dev exited"):
+            server.start()
+        assert "PgvectorMissingError: semantic search needs the pgvector extension" in (
+            server.output()
+        )
+        return
+    with running(folder, server_env(db_dsn)) as server:
         thread_id = await stopped_thread(server)
         async with client_of(server.url) as client:
             done = await client.runs.wait(thread_id, "refunds", command={"resume": "approved"})
-        assert done["paid"] is True
+            assert done["paid"] is True
+            if store:
+                item = await client.store.get_item(["refunds"], thread_id)
+                assert item["value"]["decision"] == "approved"
+            if "index" in store:
+                await client.store.put_item(["docs"], "a", {"text": "aaaa"})
+                await client.store.put_item(["docs"], "c", {"text": "cccc"})
+                found = await client.store.search_items(["docs"], query="ccc")
+                assert [i["key"] for i in found["items"]] == ["c", "a"]
         ttl = config["checkpointer"].get("ttl")
         if ttl:
             started = "ttl sweeper: trimming threads idle for 10080 min to their latest checkpoint"
             assert f"{started}, every 3600 s" in server.output()
+        if "ttl" in store:
+            assert "store ttl sweeper: deleting expired items every 3600 s" in server.output()
+            (row,) = table_rows(
+                db_dsn, "SELECT ttl_minutes FROM pgc_store WHERE key = %s", (thread_id,)
+            )
+            assert row["ttl_minutes"] == store["ttl"]["default_ttl"]
 
 
 def test_a_server_without_its_database_ends_with_the_line_the_page_shows(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from support.ops import drive
 from pgcheckpoint import InvalidInputError, PgCheckpointError, ThreadBusyError
 from pgcheckpoint.core.locks import (
     MAINTENANCE_LOCK_CLASS,
+    STORE_TTL_SWEEP_LOCK_CLASS,
     THREAD_LOCK_CLASS,
     TTL_SWEEP_LOCK_CLASS,
     ThreadLock,
@@ -24,6 +25,7 @@ from pgcheckpoint.core.locks import (
     maintenance_lock_key,
     release_op,
     release_ttl_sweep_lock_op,
+    store_ttl_sweep_lock_key,
     thread_lock_key,
     try_ttl_sweep_lock_op,
     ttl_sweep_lock_key,
@@ -336,6 +338,15 @@ def test_a_worker_becomes_the_ttl_sweeper_in_a_transaction_it_keeps_open() -> No
     assert held is True
     sent, _ = drive(release_ttl_sweep_lock_op(), [[]])
     assert [s.name for s in sent] == ["end_ttl_sweep"]
+
+
+def test_the_store_sweeper_takes_a_lock_of_its_own_per_schema() -> None:
+    key = store_ttl_sweep_lock_key("tenant_b")
+    assert key == lock_key(STORE_TTL_SWEEP_LOCK_CLASS, "", "tenant_b")
+    assert key not in {ttl_sweep_lock_key("tenant_b"), store_ttl_sweep_lock_key("public")}
+    sent, held = drive(try_ttl_sweep_lock_op("tenant_b", store=True), [[], [{"locked": True}]])
+    assert sent[1].params == {"key": key}
+    assert held is True
 
 
 def test_while_another_worker_sweeps_the_transaction_ends_at_once() -> None:

@@ -1,12 +1,13 @@
-"""LangGraph's Agent Server on pgcheckpoint: the factory `langgraph.json` names.
+"""LangGraph's Agent Server on pgcheckpoint: the factories `langgraph.json` names.
 
-    "checkpointer": {"path": "pgcheckpoint.agent_server.checkpointer"}
+    "checkpointer": {"path": "pgcheckpoint.agent_server.checkpointer"},
+    "store": {"path": "pgcheckpoint.agent_server.store"}
 
-`checkpointer` is an async context manager the server calls with no
-arguments and enters as it is (`factory`); its settings come from the
-environment (`settings`), and it sweeps the thread TTL of the `ttl` block
-itself (`ttl`). The library never imports this package, nor this package the
-server's. See docs/agent-server.md.
+`checkpointer` (`factory`) and `store` (`store_factory`) are async context
+managers the server calls with no arguments and enters as they are; their
+settings come from the environment (`settings`, `store_settings`), and each
+sweeps the TTL of its `ttl` block itself (`ttl`). The library never
+imports this package, nor this package the server's. See docs/agent-server.md.
 
 Example:
     >>> from pgcheckpoint.agent_server import checkpointer
@@ -18,5 +19,6 @@ Example:
 from __future__ import annotations
 
 from .factory import checkpointer
+from .store_factory import store
 
-__all__ = ["checkpointer"]
+__all__ = ["checkpointer", "store"]

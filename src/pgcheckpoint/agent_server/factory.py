@@ -23,13 +23,20 @@ from psycopg.conninfo import conninfo_to_dict
 
 from ..codec.crypto import EncryptedSerde
 from ..drivers.saver_async import AsyncPostgresSaver
+from ..drivers.store_async import AsyncPostgresStore
 from ..errors import PgCheckpointError
 from ..schema.status import schema_error, schema_revision_op
 from ..telemetry.activity import logger
 from .settings import ServerSettings
 from .ttl import ttl_sweeper
 
-__all__ = ["CONNECT_TIMEOUT", "DatabaseUnreachableError", "checkpointer"]
+__all__ = [
+    "CONNECT_TIMEOUT",
+    "DatabaseUnreachableError",
+    "check_reachable",
+    "check_schema_current",
+    "checkpointer",
+]
 
 # How long the start waits for PostgreSQL before it gives up (seconds).
 CONNECT_TIMEOUT = 10
@@ -81,13 +88,13 @@ async def checkpointer(
     """
     settings = ServerSettings.from_env(environ)
     dsn = settings.dsn
-    await _check_reachable(dsn, settings.dsn_source)
+    await check_reachable(dsn, settings.dsn_source)
     serde = EncryptedSerde.from_env(environ=environ) if settings.encrypt else None
     pool = {"min_size": settings.pool_min_size, "max_size": settings.pool_max_size}
     async with AsyncPostgresSaver.from_conn_string(
         dsn, pool=pool, serde=serde, schema=settings.schema
     ) as saver:
-        await _check_schema(saver, settings)
+        await check_schema_current(saver, settings)
         sweeper = None
         if settings.ttl is not None:
             sweeper = asyncio.create_task(ttl_sweeper(saver, settings.ttl), name="pgcheckpoint-ttl")
@@ -102,7 +109,8 @@ async def checkpointer(
     logger.info("pgcheckpoint checkpointer closed its pool")
 
 
-async def _check_reachable(dsn: str, source: str) -> None:
+async def check_reachable(dsn: str, source: str) -> None:
+    """Connect once, or raise `DatabaseUnreachableError` in one line naming `source`."""
     # The pool connects in the background and would only time out at the first
     # request; the server must not start without its database.
     try:
@@ -117,8 +125,11 @@ async def _check_reachable(dsn: str, source: str) -> None:
     await conn.close()
 
 
-async def _check_schema(saver: AsyncPostgresSaver, settings: ServerSettings) -> None:
-    revision = await saver.run(schema_revision_op(settings.schema))
+async def check_schema_current(
+    runner: AsyncPostgresSaver | AsyncPostgresStore, settings: ServerSettings
+) -> None:
+    """Refuse a schema that is missing or behind, or upgrade it with `PGCHECKPOINT_AUTO_MIGRATE`."""
+    revision = await runner.run(schema_revision_op(settings.schema))
     # reads the migrations' files: not on the event loop
     error = await asyncio.to_thread(schema_error, settings.schema, revision)
     if error is None:
@@ -126,7 +137,7 @@ async def _check_schema(saver: AsyncPostgresSaver, settings: ServerSettings) -> 
     if not settings.auto_migrate:
         raise type(error)(f"{error}; or set PGCHECKPOINT_AUTO_MIGRATE=1") from None
     logger.info("pgcheckpoint: creating or upgrading the schema (PGCHECKPOINT_AUTO_MIGRATE=1)")
-    await saver.setup()
+    await runner.setup()
 
 
 def _where(dsn: str) -> str:

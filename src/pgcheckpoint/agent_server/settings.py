@@ -27,7 +27,7 @@ from ..core.deletes import PRUNE_STRATEGIES
 from ..errors import InvalidInputError
 from ..validate import check_schema, libpq_dsn
 
-__all__ = ["DSN_VARIABLES", "ServerSettings", "TTLPolicy"]
+__all__ = ["DSN_VARIABLES", "ServerSettings", "TTLPolicy", "sweep_seconds"]
 
 # Where the database comes from, first set wins (DATABASE_URI is skipped when it
 # is ":memory:", which `langgraph dev` sets).
@@ -224,21 +224,32 @@ def _minutes(value: Any, source: str) -> timedelta:
     return timedelta(minutes=value)
 
 
-def _ttl(env: Mapping[str, str]) -> TTLPolicy | None:
+def sweep_seconds(env: Mapping[str, str]) -> float | None:
+    """`PGCHECKPOINT_TTL_SWEEP_SECONDS`, checked: None when unset, 0 for no sweeper.
+
+    Example:
+        >>> sweep_seconds({"PGCHECKPOINT_TTL_SWEEP_SECONDS": "0.5"})
+        0.5
+    """
     seconds_text = (env.get(SWEEP_SECONDS_VARIABLE) or "").strip()
-    seconds: float | None = None
-    if seconds_text:
-        try:
-            seconds = float(seconds_text)
-        except ValueError:
-            seconds = -1.0
-        if not math.isfinite(seconds) or seconds < 0:
-            raise InvalidInputError(
-                f"{SWEEP_SECONDS_VARIABLE}={seconds_text!r} must be a number of seconds "
-                "(0 turns the sweeper off)"
-            )
-        if seconds == 0:
-            return None
+    if not seconds_text:
+        return None
+    try:
+        seconds = float(seconds_text)
+    except ValueError:
+        seconds = -1.0
+    if not math.isfinite(seconds) or seconds < 0:
+        raise InvalidInputError(
+            f"{SWEEP_SECONDS_VARIABLE}={seconds_text!r} must be a number of seconds "
+            "(0 turns the sweeper off)"
+        )
+    return seconds
+
+
+def _ttl(env: Mapping[str, str]) -> TTLPolicy | None:
+    seconds = sweep_seconds(env)
+    if seconds == 0:
+        return None
     own = (env.get(THREAD_TTL_VARIABLE) or "").strip()
     if own:
         # the server's forms: minutes alone, or a JSON object like the block's

@@ -1,4 +1,4 @@
-"""The thread TTL sweeper of the Agent Server factory: a background task, one worker at a time.
+"""The TTL sweepers of the Agent Server factories: background tasks, one worker at a time.
 
 The server's in-memory runtime accepts a `ttl` block and never sweeps; the
 factory runs `ttl_sweeper` beside the saver instead. Every `interval` it tries,
@@ -9,7 +9,9 @@ this turn. A sweep never holds up a run: batches are small (a run's next save
 on a thread of the batch waits for one short transaction at most), threads a
 run or a save holds are skipped, and a sweep stops starting batches after
 `MAX_SWEEP_SECONDS` (the next one goes on). `pgcheckpoint prune` from cron
-works beside it: two sweeps at once skip each other's threads.
+works beside it: two sweeps at once skip each other's threads. The store
+factory's `store_ttl_sweeper` deletes expired store items the same way, under
+a lock of its own (`core.locks.store_ttl_sweep_lock_key`).
 
 Example:
     >>> policy = TTLPolicy("delete", timedelta(days=7), timedelta(minutes=5))
@@ -19,17 +21,28 @@ Example:
 from __future__ import annotations
 
 import asyncio
-from contextlib import suppress
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from datetime import timedelta
 
 from psycopg import Error
 
 from ..core.locks import release_ttl_sweep_lock_op, try_ttl_sweep_lock_op
+from ..drivers.runner_async import AsyncRunner
 from ..drivers.saver_async import AsyncPostgresSaver
+from ..drivers.store_async import AsyncPostgresStore
 from ..maintenance.retention import PruneReport, SweepLimits, older_than_sweep
 from ..telemetry.activity import logger
 from .settings import TTLPolicy
 
-__all__ = ["BATCH_SIZE", "MAX_SWEEP_SECONDS", "sweep_once", "ttl_sweeper"]
+__all__ = [
+    "BATCH_SIZE",
+    "MAX_SWEEP_SECONDS",
+    "store_ttl_sweeper",
+    "sweep_once",
+    "sweep_store_once",
+    "ttl_sweeper",
+]
 
 # Threads per transaction: a save on one of them waits for the batch at most.
 BATCH_SIZE = 10
@@ -47,6 +60,25 @@ _REPORTS = {
 }
 
 
+@asynccontextmanager
+async def _sweep_lock(runner: AsyncRunner, *, store: bool) -> AsyncIterator[bool]:
+    """Whether this worker holds the schema's sweeper lock (threads or store) for the block."""
+    async with runner.reserved_connection() as conn:
+        lock = try_ttl_sweep_lock_op(runner.schema, store=store)
+        held = await runner.run_on_reserved(conn, lock, name="ttl_sweep_lock")
+        if not held:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            # a broken connection freed the lock with its session
+            with suppress(Error):
+                await runner.run_on_reserved(
+                    conn, release_ttl_sweep_lock_op(), name="ttl_sweep_unlock"
+                )
+
+
 async def sweep_once(saver: AsyncPostgresSaver, policy: TTLPolicy) -> PruneReport | None:
     """One TTL sweep, if no other worker is sweeping the saver's schema; None if one is.
 
@@ -55,26 +87,53 @@ async def sweep_once(saver: AsyncPostgresSaver, policy: TTLPolicy) -> PruneRepor
         >>> report.threads if report else "another worker swept"  # doctest: +SKIP
         3
     """
-    async with saver.reserved_connection() as conn:
-        held = await saver.run_on_reserved(
-            conn, try_ttl_sweep_lock_op(saver.schema), name="ttl_sweep_lock"
-        )
+    async with _sweep_lock(saver, store=False) as held:
         if not held:
             return None
+        limits = SweepLimits(
+            batch_size=BATCH_SIZE,
+            max_threads=policy.sweep_limit,
+            max_seconds=MAX_SWEEP_SECONDS,
+        )
+        sweep = older_than_sweep(saver, policy.ttl, strategy=policy.strategy, limits=limits)
+        return await saver.run_each(sweep, name="ttl_sweep")
+
+
+async def sweep_store_once(store: AsyncPostgresStore) -> int | None:
+    """Delete the store's expired items, if no other worker is sweeping them; None if one is.
+
+    Example:
+        >>> await sweep_store_once(store)  # doctest: +SKIP
+        2
+    """
+    async with _sweep_lock(store, store=True) as held:
+        if not held:
+            return None
+        return await store.sweep_ttl()
+
+
+async def store_ttl_sweeper(store: AsyncPostgresStore, interval: timedelta) -> None:
+    """Sweep the store's expired items every `interval` until cancelled; failures are logged.
+
+    The server starts no sweeper of its own for a custom store.
+
+    Example:
+        >>> every = timedelta(minutes=5)
+        >>> task = asyncio.create_task(store_ttl_sweeper(store, every))  # doctest: +SKIP
+    """
+    every = interval.total_seconds()
+    logger.info("store ttl sweeper: deleting expired items every %g s", every)
+    while True:
+        await asyncio.sleep(every)
         try:
-            limits = SweepLimits(
-                batch_size=BATCH_SIZE,
-                max_threads=policy.sweep_limit,
-                max_seconds=MAX_SWEEP_SECONDS,
-            )
-            sweep = older_than_sweep(saver, policy.ttl, strategy=policy.strategy, limits=limits)
-            return await saver.run_each(sweep, name="ttl_sweep")
-        finally:
-            # a broken connection freed the lock with its session
-            with suppress(Error):
-                await saver.run_on_reserved(
-                    conn, release_ttl_sweep_lock_op(), name="ttl_sweep_unlock"
-                )
+            swept = await sweep_store_once(store)
+        except Exception as exc:  # the next sweep may find the database back
+            logger.warning("store ttl sweep failed (%s); trying again in %g s", exc, every)
+            continue
+        if swept is None:
+            logger.debug("store ttl sweep: another worker is sweeping this schema")
+        elif swept:
+            logger.info("store ttl sweep: deleted %d expired items", swept)
 
 
 async def ttl_sweeper(saver: AsyncPostgresSaver, policy: TTLPolicy) -> None:

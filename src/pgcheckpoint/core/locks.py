@@ -19,6 +19,9 @@ meet these with the same odds.
   (`ttl_sweep_lock_key`) that the Agent Server factory's TTL sweeper holds
   for a sweep, so one worker at a time sweeps (`try_ttl_sweep_lock_op`); a
   transaction lock, in a transaction kept open for the sweep.
+- `STORE_TTL_SWEEP_LOCK_CLASS` ("pgcheckpoint/store-ttl-sweep"): the same for
+  the Agent Server store factory's sweep of expired store items
+  (`store_ttl_sweep_lock_key`), so it never waits for a thread sweep.
 - `LOCK_CLASS_MIGRATE` ("pgcm"): the two-key session lock `(LOCK_CLASS_MIGRATE,
   migration_lock_key(schema))` that serialises migrations of one schema.
 
@@ -65,6 +68,7 @@ from ..validate import check_id
 __all__ = [
     "LOCK_CLASS_MIGRATE",
     "MAINTENANCE_LOCK_CLASS",
+    "STORE_TTL_SWEEP_LOCK_CLASS",
     "THREAD_LOCK_CLASS",
     "TTL_SWEEP_LOCK_CLASS",
     "ThreadLock",
@@ -79,6 +83,7 @@ __all__ = [
     "not_held_error",
     "release_op",
     "release_ttl_sweep_lock_op",
+    "store_ttl_sweep_lock_key",
     "thread_lock_key",
     "try_ttl_sweep_lock_op",
     "ttl_sweep_lock_key",
@@ -88,6 +93,7 @@ LOCK_CLASS_MIGRATE = 0x7067636D
 MAINTENANCE_LOCK_CLASS = "pgcheckpoint/maintenance-lock"
 THREAD_LOCK_CLASS = "pgcheckpoint/thread-lock"
 TTL_SWEEP_LOCK_CLASS = "pgcheckpoint/ttl-sweep"
+STORE_TTL_SWEEP_LOCK_CLASS = "pgcheckpoint/store-ttl-sweep"
 # lock_timeout is an int of milliseconds; longer waits are waits without end.
 _MAX_LOCK_TIMEOUT_MS = 2**31 - 1
 
@@ -143,8 +149,21 @@ def ttl_sweep_lock_key(schema: str = "public") -> int:
     return lock_key(TTL_SWEEP_LOCK_CLASS, "", schema)
 
 
-def try_ttl_sweep_lock_op(schema: str) -> Op[bool]:
+def store_ttl_sweep_lock_key(schema: str = "public") -> int:
+    """The key of the lock a worker holds while it sweeps the expired store items of `schema`.
+
+    Example:
+        >>> store_ttl_sweep_lock_key() == lock_key(STORE_TTL_SWEEP_LOCK_CLASS, "", "public")
+        True
+    """
+    return lock_key(STORE_TTL_SWEEP_LOCK_CLASS, "", schema)
+
+
+def try_ttl_sweep_lock_op(schema: str, *, store: bool = False) -> Op[bool]:
     """Try once, on a reserved autocommit connection, to become the one TTL sweeper of `schema`.
+
+    `store`: the sweeper of the store's expired items (`store_ttl_sweep_lock_key`)
+    rather than of idle threads (`ttl_sweep_lock_key`).
 
     True when this connection now holds the lock, in a transaction left open
     until `release_ttl_sweep_lock_op` (a transaction lock pins one server
@@ -156,7 +175,8 @@ def try_ttl_sweep_lock_op(schema: str) -> Op[bool]:
         'begin_ttl_sweep'
     """
     yield Stmt("begin_ttl_sweep")
-    rows = yield Stmt("try_ttl_sweep_lock", {"key": ttl_sweep_lock_key(schema)}, fetch=True)
+    key = store_ttl_sweep_lock_key(schema) if store else ttl_sweep_lock_key(schema)
+    rows = yield Stmt("try_ttl_sweep_lock", {"key": key}, fetch=True)
     if rows and rows[0]["locked"]:
         return True
     yield Stmt("end_ttl_sweep")
