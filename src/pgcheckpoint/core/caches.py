@@ -23,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import sys
 import threading
@@ -35,7 +36,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..errors import InvalidInputError
-from .sharing import copies_whole, handout
+from .sharing import NotWhole, handout
 
 __all__ = [
     "DEFAULT_CACHE_BYTES",
@@ -186,7 +187,7 @@ class DecodedCache:
 
     The values of a cache whose values reads hand out (`handed_out`, the
     default) stay the cache's, as `pgcheckpoint.core.sharing` says: it keeps
-    a copy of a value `copies_whole` accepts and nothing else, and `lookup`
+    a copy of a value `handout` copies whole and nothing else, and `lookup`
     returns a copy, so neither the caller who kept a value nor one who found
     it can change what the next one finds.
 
@@ -229,10 +230,14 @@ class DecodedCache:
         full_key = (key[0], self.kind, *key[1:])
         size = approx_size(value)
         if self.handed_out:
-            if not self.budget.fits(full_key, size) or not copies_whole(value):
+            copied = MISSING
+            if self.budget.fits(full_key, size):  # else not copied for nothing
+                with contextlib.suppress(NotWhole):
+                    copied = handout(value)
+            if copied is MISSING:
                 self.budget.discard(full_key)  # an older value must not outlive this one
                 return False
-            value = handout(value)
+            value = copied
         return self.budget.keep(full_key, value, size=size)
 
 

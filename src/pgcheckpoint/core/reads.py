@@ -27,7 +27,7 @@ from ..errors import InvalidInputError
 from ..ops import Op, Row, Stmt
 from ..validate import check_count, check_id, configurable, thread_of
 from .rows import MAX_CHAIN_DEPTH, checkpoint_keys, row_key
-from .sharing import copies_whole, handout
+from .sharing import NotWhole, handout
 from .state import SaverState
 
 __all__ = [
@@ -289,12 +289,17 @@ def load_listed_value(
         if shared is not None:
             items_out.extend(shared if last else handout(shared))
             continue
-        items, whole, raw = saver.list_piece(key, piece)
+        items, raw = saver.list_piece(key, piece)
         if items is None:
             return saver.load_blob(key, pieces, None if raw is None else {i: raw})
-        if not last and (whole or copies_whole(items)):
-            memo.decoded[memo_key] = items
-            items = handout(items)
+        if not last:
+            try:
+                copied = handout(items)
+            except NotWhole:
+                pass  # decoded again for the next checkpoint that holds it
+            else:
+                memo.decoded[memo_key] = items
+                items = copied
         items_out.extend(items)
     return items_out
 

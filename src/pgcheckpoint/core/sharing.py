@@ -16,11 +16,12 @@ may edit it in place, and no later read sees the edit.
    reaches a caller only as `handout(value)`.
 3. How: `handout` copies every dict, list, set and tuple, every pydantic model
    (a LangChain message) and every plain dataclass in the value, at any depth,
-   and shares only what (1) allows. It can do so for what `copies_whole`
-   accepts, and nothing else is kept or shared: a cache refuses it
+   and shares only what (1) allows; a value holding anything else (an object
+   of a class of the application's, a bytearray, a deque, a numpy array)
+   raises `NotWhole`, and is not kept or shared: a cache refuses it
    (`pgcheckpoint.core.caches.DecodedCache`), a listing decodes it again for
-   each checkpoint that holds it (`pgcheckpoint.core.reads`). For a custom
-   class, a bytearray, a numpy array, a fresh decode is the copy.
+   each checkpoint that holds it (`pgcheckpoint.core.reads`). For those, a
+   fresh decode is the copy.
 
 The copies are made without `copy.copy`, which dispatches through
 `__reduce_ex__`: models as `BaseModel.__copy__` copies them, dataclasses by
@@ -44,9 +45,8 @@ from enum import Enum
 from typing import Any
 
 from pydantic import BaseModel
-from pydantic_core import PydanticUndefined
 
-__all__ = ["copies_whole", "handout", "shareable"]
+__all__ = ["NotWhole", "copies_whole", "handout", "shareable"]
 
 # Types whose values nothing changes in place, matched exactly (a subclass may add state).
 _IMMUTABLE = frozenset(
@@ -90,42 +90,31 @@ def shareable(value: Any) -> bool:
     return isinstance(value, Enum | type)
 
 
-def copies_whole(value: Any) -> bool:
-    """Whether `handout` copies `value` so that the copy shares nothing mutable with it.
+class NotWhole(Exception):
+    """What `handout` raises for a value holding something it cannot copy whole."""
 
-    True for what `shareable` accepts and for dicts, lists, sets, tuples,
-    pydantic models without private attributes, and plain dataclasses (no
-    slots, no copy hooks) that hold only such values.
+
+def copies_whole(value: Any) -> bool:
+    """Whether `handout` copies `value` (else it raises `NotWhole`).
 
     Example:
         >>> copies_whole({"a": [1, "x"]}), copies_whole(bytearray(b"x")), copies_whole(object())
         (True, False, False)
     """
-    kind = type(value)
-    if kind in _IMMUTABLE:
-        return True
-    if kind is dict:
-        return all(copies_whole(v) for v in value.values()) and all(map(shareable, value))
-    if kind is list or kind is tuple:
-        return all(copies_whole(v) for v in value)
-    if kind is set or kind is frozenset:
-        return all(map(shareable, value))
-    how = _how_copied(value)
-    if how is _MODEL:
-        return (
-            not getattr(value, "__pydantic_private__", None)
-            and all(copies_whole(v) for v in value.__dict__.values())
-            and all(copies_whole(v) for v in (value.__pydantic_extra__ or {}).values())
-        )
-    if how is _DATACLASS:
-        return all(copies_whole(v) for v in value.__dict__.values())
-    if isinstance(value, tuple) and hasattr(kind, "_make"):  # a NamedTuple (_DeltaSnapshot)
-        return all(copies_whole(v) for v in value)
-    return shareable(value)
+    try:
+        handout(value)
+    except NotWhole:
+        return False
+    return True
 
 
 def handout(value: Any) -> Any:
-    """A copy of `value` sharing only what `shareable` allows (for what `copies_whole` accepts).
+    """A copy of `value` that shares only what `shareable` allows, or `NotWhole`.
+
+    It copies dicts (whose keys are `shareable`), lists, sets and frozensets
+    of `shareable` items, tuples and NamedTuples, pydantic models without
+    private attributes, and plain dataclasses (no slots, no copy hooks), at
+    any depth; anything else it meets, unless `shareable`, raises `NotWhole`.
 
     Example:
         >>> inner = [1]
@@ -134,10 +123,20 @@ def handout(value: Any) -> Any:
     """
     kind = type(value)
     if kind is list:
-        return [v if type(v) in _IMMUTABLE else handout(v) for v in value]
+        # a list of messages, most often: each copied without the dispatch below
+        return [
+            v
+            if type(v) in _IMMUTABLE
+            else _copy_model(v)
+            if _KINDS.get(type(v)) is _MODEL
+            else handout(v)
+            for v in value
+        ]
     if kind is dict:
         copied = value.copy()
         for k, v in copied.items():
+            if type(k) is not str and not shareable(k):
+                raise NotWhole(f"a key of type {type(k).__name__!r}")
             if type(v) not in _IMMUTABLE:
                 copied[k] = handout(v)
         return copied
@@ -147,15 +146,21 @@ def handout(value: Any) -> Any:
     if how is _MODEL:
         return _copy_model(value)
     if how is _DATACLASS:
-        new = object.__new__(kind)  # its __new__ is object's (_how_copied)
-        object.__setattr__(new, "__dict__", handout(value.__dict__))  # frozen ones too
+        new = _new(kind)  # its __new__ is object's (_how_copied)
+        _set(new, "__dict__", handout(value.__dict__))  # frozen ones too
         return new
-    if kind is set:
-        return value.copy()
-    if isinstance(value, tuple) and not shareable(value):
+    if kind is set or kind is frozenset:
+        if not all(map(shareable, value)):
+            raise NotWhole(f"a {kind.__name__} of objects that are not shareable")
+        return value.copy() if kind is set else value
+    if isinstance(value, tuple) and (kind is tuple or hasattr(kind, "_make")):
+        if shareable(value):
+            return value
         items = [handout(v) for v in value]
-        return tuple(items) if kind is tuple else kind._make(items)  # type: ignore[attr-defined]
-    return value
+        return tuple(items) if kind is tuple else kind._make(items)
+    if shareable(value):
+        return value
+    raise NotWhole(f"a value of type {kind.__name__!r}")
 
 
 def _how_copied(value: Any) -> str | None:
@@ -182,28 +187,29 @@ def _how_copied(value: Any) -> str | None:
 
 
 def _copy_model(item: Any) -> Any:
-    new = object.__new__(type(item))  # its __new__ is object.__new__ (_how_copied)
-    private = getattr(item, "__pydantic_private__", None)
-    extra = item.__pydantic_extra__
+    new = _new(type(item))  # its __new__ is object.__new__ (_how_copied)
     fields = item.__dict__.copy()
     for k, v in fields.items():
         kind = type(v)
+        if kind in _IMMUTABLE:
+            continue
         # most are empty (additional_kwargs, response_metadata...): no call
         if kind is dict:
             fields[k] = handout(v) if v else {}
         elif kind is list:
             fields[k] = handout(v) if v else []
-        elif kind not in _IMMUTABLE:
+        else:
             fields[k] = handout(v)
-    _set = object.__setattr__
+    private = item.__pydantic_private__
+    if private:  # what a model keeps for itself, copied or not
+        raise NotWhole(f"a {type(item).__name__!r} with private attributes")
+    extra = item.__pydantic_extra__
     _set(new, "__dict__", fields)
     _set(new, "__pydantic_extra__", None if extra is None else handout(extra))
     _set(new, "__pydantic_fields_set__", item.__pydantic_fields_set__.copy())
-    _set(
-        new,
-        "__pydantic_private__",
-        None
-        if private is None
-        else {k: v for k, v in private.items() if v is not PydanticUndefined},
-    )
+    _set(new, "__pydantic_private__", None if private is None else {})
     return new
+
+
+_new = object.__new__
+_set = object.__setattr__

@@ -190,7 +190,7 @@ class SaverState(BaseCheckpointSaver[str], ValueCodec):
         value: list[Any] = []
         raws: dict[int, tuple[str, bytes]] = {}
         for i, piece in enumerate(pieces):
-            items, _, raw = self.list_piece(key, piece)
+            items, raw = self.list_piece(key, piece)
             if raw is not None:
                 raws[i] = raw
             if items is None:
@@ -201,40 +201,39 @@ class SaverState(BaseCheckpointSaver[str], ValueCodec):
 
     def list_piece(
         self, key: tuple[str, str, str], piece: tuple[str, str, bytes, str | None]
-    ) -> tuple[list[Any] | None, bool, tuple[str, bytes] | None]:
+    ) -> tuple[list[Any] | None, tuple[str, bytes] | None]:
         """The items of a stored list's piece, None if it is not a list.
 
-        Returns the items, the caller's own (`pgcheckpoint.core.sharing`);
-        whether they are known to be copied whole (`copies_whole`: they were
-        kept, or found kept); and what it unpacked of the piece, if anything
-        (for `load_blob`, when the piece is no list). A piece (a full list, a
-        delta on it) read a second time is kept decoded, keyed by a digest of
-        its columns, if `piece_cache` takes it (a copy of it, if a copy can
-        take it whole, within the budget). The first read only marks the
-        piece as seen: a value read once (a new worker's first read of a
-        thread) costs its decoding and nothing more.
+        Returns the items, the caller's own (`pgcheckpoint.core.sharing`), and
+        what it unpacked of the piece, if anything (for `load_blob`, when the
+        piece is no list). A piece (a full list, a delta on it) read a second
+        time is kept decoded, keyed by a digest of its columns, if
+        `piece_cache` takes it (a copy of it, if a copy can take it whole,
+        within the budget). The first read only marks the piece as seen: a
+        value read once (a new worker's first read of a thread) costs its
+        decoding and nothing more.
         """
         if piece[1] == "msgpack" and array_header(piece[2]) is None:
-            return None, False, None  # stored as it is, and visibly no list
+            return None, None  # stored as it is, and visibly no list
         cache_key = seed_key(key, (piece,))
         kept = self.piece_cache.lookup(cache_key)
         if type(kept) is list:
             note_cache("piece", hit=True)
-            return kept, True, None
+            return kept, None
         raw = self.unpack_piece(key, piece)
         if raw[0] != "msgpack" or array_header(raw[1]) is None:
-            return None, False, raw
+            return None, raw
         items = self.decode(raw[0], raw[1], binding("blob", *key, piece[0]))
         if type(items) is not list:
-            return None, False, raw
+            return None, raw
         note_cache("piece", hit=False)
         if kept is MISSING:
             self.piece_cache.keep(cache_key, _SEEN_ONCE)
-        elif kept is _SEEN_ONCE:
-            if 2 * len(raw[1]) <= self.caches.max_bytes and self.piece_cache.keep(cache_key, items):
-                return items, True, raw
+        elif kept is _SEEN_ONCE and not (
+            2 * len(raw[1]) <= self.caches.max_bytes and self.piece_cache.keep(cache_key, items)
+        ):
             self.piece_cache.keep(cache_key, _NOT_KEPT)
-        return items, False, raw
+        return items, raw
 
     def _teach_append_cache(
         self,
