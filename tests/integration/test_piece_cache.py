@@ -8,6 +8,7 @@ every read, and the deltas a put writes still find their base.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 from datetime import datetime, timezone
 from typing import Any
@@ -117,16 +118,32 @@ class Note:
     tags: list[str]
 
 
-def test_items_a_copy_would_share_are_decoded_at_every_read(db_dsn: str) -> None:
-    """A copy of a dataclass shares the list inside it: a piece holding one is not
-    kept, so an edit of what one read returned cannot reach the next."""
+def test_items_a_copy_cannot_take_whole_are_decoded_at_every_read(db_dsn: str) -> None:
+    """A deque is not copied whole (`pgcheckpoint.core.sharing`): a piece holding
+    one is not kept, so an edit of what one read returned cannot reach the next."""
+    value = [LONG, {"queue": collections.deque(["a"])}]
+    with PostgresSaver.from_conn_string(db_dsn) as saver:
+        store(saver, "t", [value])
+        marked = 0
+        for _ in range(3):
+            got = read(saver, "t")
+            assert got == value
+            got[1]["queue"].append("edited")
+            marked = marked or saver.caches.used_bytes  # read once: the piece is marked
+        assert saver.caches.used_bytes < marked + 100  # marked as not kept, no items
+
+
+def test_dataclass_items_are_kept_and_each_read_gets_its_own(db_dsn: str) -> None:
     value = [LONG, {"note": Note(["a"])}]
     with PostgresSaver.from_conn_string(db_dsn) as saver:
         store(saver, "t", [value])
+        marked = 0
         for _ in range(3):
             got = read(saver, "t")
             assert got == value
             got[1]["note"].tags.append("edited")
+            marked = marked or saver.caches.used_bytes
+        assert saver.caches.used_bytes > marked + 500  # kept decoded
 
 
 def test_a_piece_edited_in_the_table_is_read_as_it_now_is(db_dsn: str) -> None:

@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import copy
 import math
 import uuid
 from datetime import datetime, timezone
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-from pydantic import BaseModel, PrivateAttr
 
 from pgcheckpoint import InvalidInputError
 from pgcheckpoint.codec.metadata import json_projection, metadata_matches
-from pgcheckpoint.core.fastcopy import copies_whole, copy_items
 from pgcheckpoint.core.state import SaverState
 from pgcheckpoint.validate import check_id, thread_of
 
@@ -193,73 +189,3 @@ def test_next_version_continues_from_int_and_official_saver_versions() -> None:
     assert following > official
     assert following.startswith(f"{10:032}.")
     assert len(following.split(".", 1)[0]) == 32
-
-
-class _WithPrivate(BaseModel):
-    name: str
-    _cache: dict[str, int] = PrivateAttr(default_factory=dict)
-
-
-class _OwnCopy(BaseModel):
-    name: str
-
-    def __copy__(self) -> _OwnCopy:
-        return _OwnCopy(name=self.name + " (copied)")
-
-
-def test_copy_items_copies_like_copy_copy() -> None:
-    ai = AIMessage(
-        content=[{"type": "text", "text": "hi"}],
-        id="a1",
-        tool_calls=[{"name": "lookup", "args": {"q": "x"}, "id": "c1"}],
-        additional_kwargs={"k": 1},
-    )
-    tool = ToolMessage(content="42", tool_call_id="c1", id="t1")
-    private = _WithPrivate(name="p")
-    private._cache["x"] = 1
-    items = [ai, tool, HumanMessage("yo", id="h1"), private, _OwnCopy(name="o"), {"d": 1}, "s"]
-    copied = copy_items(items)
-    expected = [copy.copy(item) for item in items]
-    assert [type(c) for c in copied] == [type(e) for e in expected]
-    for got, want, original in zip(copied, expected, items, strict=True):
-        assert got == want
-        if isinstance(original, BaseModel):
-            assert got is not original
-            assert got.__dict__ == want.__dict__
-            assert got.__pydantic_fields_set__ == original.__pydantic_fields_set__
-            assert got.__pydantic_private__ == want.__pydantic_private__
-    # a copy's own fields are its own, as with copy.copy (nested values stay shared)
-    copied[0].content = "changed"
-    copied[0].__pydantic_fields_set__.add("name")
-    copied[3]._cache = {"y": 2}
-    assert ai.content == [{"type": "text", "text": "hi"}]
-    assert "name" not in ai.__pydantic_fields_set__
-    assert private._cache == {"x": 1}
-    assert copied[4].name == "o (copied)"  # a class's own __copy__ is used
-
-
-def test_copy_items_with_containers_copies_what_is_inside() -> None:
-    ai = AIMessage(
-        content=[{"type": "text", "text": "hi"}],
-        id="a1",
-        tool_calls=[{"name": "lookup", "args": {"q": ["x"]}, "id": "c1"}],
-    )
-    plain = {"blocks": [{"n": 1}], "name": "s"}
-    copied_ai, copied_plain = copy_items([ai, plain], containers=True)
-    assert copied_ai == ai and copied_plain == plain
-    copied_ai.tool_calls[0]["args"]["q"].append("y")
-    copied_ai.content[0]["text"] = "edited"
-    copied_plain["blocks"][0]["n"] = 2
-    assert ai.tool_calls[0]["args"] == {"q": ["x"]}
-    assert ai.content == [{"type": "text", "text": "hi"}]
-    assert plain == {"blocks": [{"n": 1}], "name": "s"}
-
-
-def test_only_values_copied_whole_are_kept_decoded() -> None:
-    ai = AIMessage("hi", id="a1", tool_calls=[{"name": "f", "args": {"q": "x"}, "id": "c1"}])
-    assert copies_whole([ai, {"k": [1, "s", None]}, ("t", 1)])
-    assert not copies_whole([object()])  # copy.copy would share what it holds
-    assert not copies_whole(("t", [1]))  # a tuple is shared whole, its list too
-    private = _WithPrivate(name="p")
-    private._cache["x"] = 1
-    assert not copies_whole(private)

@@ -8,9 +8,10 @@ per concern, each taking the saver's `state.SaverState` first: `writes` (put,
 put_writes), `reads` (get_tuple, list), `delta_history` (DeltaChannel),
 `deletes` (delete_thread, prune, delete_for_runs), `copies` (copy_thread),
 `reseal` (rows sealed again for a copy or a key rotation). Beside them:
-`caches`, `fastcopy` and `appends` (what a saver keeps between calls, and the
-copies it hands out), `locks` (every advisory lock), `official` (the official
-saver's tables), `rows` (row keys). Internal: no stability promise.
+`caches` and `appends` (what a saver keeps between calls), `sharing` (the
+rule of what a value handed out may share, and the copies it takes),
+`locks` (every advisory lock), `official` (the official saver's tables),
+`rows` (row keys). Internal: no stability promise.
 
 Example:
     >>> from pgcheckpoint.core.deletes import delete_thread_op

@@ -8,7 +8,9 @@ in one `CacheBudget`: a least-recently-used store bounded by an estimate of
 the memory its values take (`approx_size`), shared by a saver and the copies
 `with_allowlist` makes. Stored values never change, so decoded ones are keyed
 by a digest of the stored bytes (a deleted thread written again may reuse
-version strings), and every caller gets its own copy (`pgcheckpoint.core.fastcopy`).
+version strings). What a cache of values that reads hand out keeps, and what it
+gives back, follow the one rule of `pgcheckpoint.core.sharing`: it keeps only
+what a copy can take whole, and each lookup is a copy.
 
 Example:
     >>> from pgcheckpoint.core.caches import CacheBudget, DecodedCache, MISSING
@@ -21,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import sys
 import threading
@@ -33,6 +36,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..errors import InvalidInputError
+from .sharing import NotWhole, handout
 
 __all__ = [
     "DEFAULT_CACHE_BYTES",
@@ -128,8 +132,7 @@ class CacheBudget:
         `size` is what the value takes by its estimate; the entry's own cost and
         what the allocator adds are added. Returns whether it was kept.
         """
-        size += _ENTRY_BYTES + sum(sys.getsizeof(part) for part in key)
-        size = int(size * _MEMORY_PER_ESTIMATED_BYTE)
+        size = self._cost(key, size)
         if 2 * size > self.max_bytes:
             self.discard(key)  # an older value for the key must not outlive this one
             return False
@@ -143,6 +146,14 @@ class CacheBudget:
                 _, (_, dropped) = self._entries.popitem(last=False)
                 self._used -= dropped
         return True
+
+    def fits(self, key: tuple[Hashable, ...], size: int) -> bool:
+        """Whether `keep` would keep a value of `size` for `key` (at most half the budget)."""
+        return 2 * self._cost(key, size) <= self.max_bytes
+
+    def _cost(self, key: tuple[Hashable, ...], size: int) -> int:
+        size += _ENTRY_BYTES + sum(sys.getsizeof(part) for part in key)
+        return int(size * _MEMORY_PER_ESTIMATED_BYTE)
 
     def discard(self, key: tuple[Hashable, ...]) -> None:
         """Drop what is kept for `key`, if anything."""
@@ -174,31 +185,60 @@ class DecodedCache:
     A `with_allowlist` copy of a saver decodes with another serializer, so
     its values are kept under a `kind` of its own in the same budget.
 
+    The values of a cache whose values reads hand out (`handed_out`, the
+    default) stay the cache's, as `pgcheckpoint.core.sharing` says: it keeps
+    a copy of a value `handout` copies whole and nothing else, and `lookup`
+    returns a copy, so neither the caller who kept a value nor one who found
+    it can change what the next one finds.
+
     Args:
         budget: Where the values are kept.
         kind: What tells these values apart from others in the budget.
+        handed_out: False for values the core only consults (checked
+            structures), kept and found as they are.
 
     Example:
         >>> cache = DecodedCache(CacheBudget(max_bytes=1 << 20), "write")
-        >>> cache.keep(("t", "k"), [1, 2]), cache.lookup(("t", "k"))
-        (True, [1, 2])
+        >>> value = [1, [2]]
+        >>> cache.keep(("t", "k"), value), cache.lookup(("t", "k"))
+        (True, [1, [2]])
+        >>> value[1].append(3); cache.lookup(("t", "k"))
+        [1, [2]]
     """
 
-    def __init__(self, budget: CacheBudget, kind: str) -> None:
+    def __init__(self, budget: CacheBudget, kind: str, *, handed_out: bool = True) -> None:
         self.budget = budget
         self.kind = kind
+        self.handed_out = handed_out
 
     def lookup(self, key: tuple[str, ...]) -> Any:
         """The value kept for `key` (its first item a thread id), or `MISSING`."""
         if not self.budget.max_bytes:
             return MISSING
-        return self.budget.lookup((key[0], self.kind, *key[1:]))
+        found = self.budget.lookup((key[0], self.kind, *key[1:]))
+        if found is MISSING or not self.handed_out:
+            return found
+        return handout(found)
 
     def keep(self, key: tuple[str, ...], value: Any) -> bool:
-        """Keep a decoded value, sized by `approx_size`; whether it was kept."""
+        """Keep a decoded value, sized by `approx_size`; whether it was kept.
+
+        The caller's `value` stays its own: what is kept is a copy of it.
+        """
         if not self.budget.max_bytes:
             return False
-        return self.budget.keep((key[0], self.kind, *key[1:]), value, size=approx_size(value))
+        full_key = (key[0], self.kind, *key[1:])
+        size = approx_size(value)
+        if self.handed_out:
+            copied = MISSING
+            if self.budget.fits(full_key, size):  # else not copied for nothing
+                with contextlib.suppress(NotWhole):
+                    copied = handout(value)
+            if copied is MISSING:
+                self.budget.discard(full_key)  # an older value must not outlive this one
+                return False
+            value = copied
+        return self.budget.keep(full_key, value, size=size)
 
 
 def approx_size(value: Any) -> int:

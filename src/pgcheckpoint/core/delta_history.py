@@ -37,7 +37,6 @@ from ..statements.arrays import TextArray
 from ..telemetry.activity import note_cache
 from ..validate import check_id, thread_of
 from .caches import MISSING, seed_key, write_columns, write_key
-from .fastcopy import copies_whole, copy_containers, copy_items
 from .reads import get_tuple_op
 from .rows import MAX_CHAIN_DEPTH, row_key
 from .state import SaverState
@@ -276,9 +275,9 @@ def load_seed(
 
     A snapshot is read again at every step until the next one, and decoding
     it is most of the cost of rebuilding the channel. Stored values never
-    change, so the decoded list is kept (within the saver's `cache_bytes`)
-    and each caller gets a fresh list of copies of its items (their dicts
-    and lists copied too).
+    change, so a decoded list (or a snapshot of one) is kept in `seed_cache`,
+    within the saver's `cache_bytes`, if a copy can take it whole; each
+    caller gets its own copy (`pgcheckpoint.core.sharing`).
     """
     if not saver.caches.max_bytes:
         return saver.load_blob(key, pieces)
@@ -287,16 +286,12 @@ def load_seed(
     cache_key = seed_key(key, pieces)
     cached = saver.seed_cache.lookup(cache_key)
     note_cache("seed", hit=cached is not MISSING)
-    if cached is MISSING:
-        cached = saver.load_blob(key, pieces)
-        items = cached.value if isinstance(cached, _DeltaSnapshot) else cached
-        if not isinstance(items, list) or not saver.seed_cache.keep(cache_key, cached):
-            return cached
-    # the cached items outlive this call: what a caller edits, even inside
-    # a message, must not reach them
-    if isinstance(cached, _DeltaSnapshot):
-        return _DeltaSnapshot(copy_items(cached.value, containers=True))
-    return copy_items(cached, containers=True)
+    if cached is not MISSING:
+        return cached
+    seed = saver.load_blob(key, pieces)
+    if isinstance(seed.value if isinstance(seed, _DeltaSnapshot) else seed, list):
+        saver.seed_cache.keep(cache_key, seed)
+    return seed
 
 
 def load_delta_write(saver: SaverState, thread_id: str, ns: str, row: Row) -> Any:
@@ -304,24 +299,21 @@ def load_delta_write(saver: SaverState, thread_id: str, ns: str, row: Row) -> An
 
     Rebuilding a channel replays every write since its snapshot, and the
     next rebuild of the same thread (the next turn, `get_state`) replays
-    most of them again. Values that `copy_items` can copy whole (messages,
-    lists, dicts, plain values), stored in at most 64 KiB, are kept within
-    the saver's `cache_bytes`, keyed by the row and a digest of its bytes;
-    each caller gets its own copy.
+    most of them again. Writes stored in at most 64 KiB are kept in
+    `write_cache`, within the saver's `cache_bytes`, keyed by the row and a
+    digest of its bytes, if a copy can take them whole; each caller gets its
+    own copy (`pgcheckpoint.core.sharing`).
     """
     cache_key = write_key(thread_id, ns, row) if saver.caches.max_bytes else None
     cached = MISSING if cache_key is None else saver.write_cache.lookup(cache_key)
     note_cache("write", hit=cached is not MISSING)
-    if cached is MISSING:
-        aad = binding("write", thread_id, ns, row["checkpoint_id"], row["task_id"], row["idx"])
-        cached = saver.load_value(row["type"], row["blob"], aad, (row["channel"], row["task_path"]))
-        if (
-            cache_key is None
-            or not copies_whole(cached)
-            or not saver.write_cache.keep(cache_key, cached)
-        ):
-            return cached
-    return copy_containers(cached)
+    if cached is not MISSING:
+        return cached
+    aad = binding("write", thread_id, ns, row["checkpoint_id"], row["task_id"], row["idx"])
+    value = saver.load_value(row["type"], row["blob"], aad, (row["channel"], row["task_path"]))
+    if cache_key is not None:
+        saver.write_cache.keep(cache_key, value)
+    return value
 
 
 def _checked_write(thread_id: str, ns: str, row: Row) -> tuple[str, ...]:

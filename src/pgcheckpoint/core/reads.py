@@ -26,8 +26,8 @@ from ..codec.metadata import STRUCTURAL_KEYS, json_projection, metadata_matches
 from ..errors import InvalidInputError
 from ..ops import Op, Row, Stmt
 from ..validate import check_count, check_id, configurable, thread_of
-from .fastcopy import copy_items
 from .rows import MAX_CHAIN_DEPTH, checkpoint_keys, row_key
+from .sharing import NotWhole, handout
 from .state import SaverState
 
 __all__ = [
@@ -281,33 +281,36 @@ def load_listed_value(
     pieces: Sequence[tuple[str, str, bytes, str | None]],
     memo: ListingMemo,
 ) -> Any:
-    """A channel's value in a listing: a list's pieces looked up once per memo,
-    anything else as `load_blob` decodes it.
+    """A channel's value in a listing: a list's pieces decoded (or found in
+    `piece_cache`) once per memo, anything else as `load_blob` decodes it.
 
-    A piece `piece_cache` keeps is copied once for the listing. Each
-    checkpoint gets its own list of items: shallow copies, but for the last
-    checkpoint to use a piece, so no two returned values share an item.
+    A piece that later checkpoints of the listing hold too is kept in the
+    memo, and each checkpoint but the last to hold it gets a copy
+    (`pgcheckpoint.core.sharing`); one a copy cannot take whole (a custom
+    class, a bytearray...) is decoded again for each of them.
     """
     thread_id, ns, channel = key
     saver.check_sealed_chain(key, pieces)
-    decoded_pieces: list[tuple[tuple[str, str, str, str], list[Any]]] = []
+    items_out: list[Any] = []
     for i, piece in enumerate(pieces):
         memo_key = (thread_id, ns, channel, piece[0])
-        decoded = memo.decoded.get(memo_key)
-        if decoded is None:
-            items, kept, raw = saver.list_piece(key, piece)
-            if items is None:
-                return saver.load_blob(key, pieces, None if raw is None else {i: raw})
-            # the kept items stay piece_cache's: this listing shares one copy
-            decoded = copy_items(items, containers=True) if kept else items
-            memo.decoded[memo_key] = decoded
-        decoded_pieces.append((memo_key, decoded))
-    items_out: list[Any] = []
-    for memo_key, decoded in decoded_pieces:
-        if memo.release(memo_key):
-            items_out.extend(decoded)  # no later checkpoint uses this piece
-        else:
-            items_out.extend(copy_items(decoded))
+        last = memo.release(memo_key)
+        shared = memo.decoded.pop(memo_key, None) if last else memo.decoded.get(memo_key)
+        if shared is not None:
+            items_out.extend(shared if last else handout(shared))
+            continue
+        items, raw = saver.list_piece(key, piece)
+        if items is None:
+            return saver.load_blob(key, pieces, None if raw is None else {i: raw})
+        if not last:
+            try:
+                copied = handout(items)
+            except NotWhole:
+                pass  # decoded again for the next checkpoint that holds it
+            else:
+                memo.decoded[memo_key] = items
+                items = copied
+        items_out.extend(items)
     return items_out
 
 

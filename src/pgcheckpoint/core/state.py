@@ -43,7 +43,6 @@ from ..ops import Row
 from ..telemetry.activity import note_cache
 from .appends import AppendCache, array_header, join_arrays
 from .caches import DEFAULT_CACHE_BYTES, MISSING, CacheBudget, DecodedCache, seed_key
-from .fastcopy import copies_whole, copy_items
 from .rows import row_key
 
 __all__ = ["SaverState"]
@@ -107,9 +106,9 @@ class SaverState(BaseCheckpointSaver[str], ValueCodec):
         # decoded DeltaChannel writes by row and digest of the bytes
         self.write_cache = DecodedCache(self.caches, f"write{decoder}")
         # what sealed checkpoint records say about their rows, by row and seal
-        self.structure_cache = DecodedCache(self.caches, f"structure{decoder}")
+        self.structure_cache = DecodedCache(self.caches, f"structure{decoder}", handed_out=False)
         # sealed writes whose channel and task path were checked, by row and seal
-        self.write_checks = DecodedCache(self.caches, f"checked{decoder}")
+        self.write_checks = DecodedCache(self.caches, f"checked{decoder}", handed_out=False)
 
     def sealed_format(self, type_: str | None) -> int | None:
         """The row format a stored type was sealed in, None when this saver does not seal it.
@@ -183,64 +182,58 @@ class SaverState(BaseCheckpointSaver[str], ValueCodec):
         (`list_piece`), anything else as `load_blob` decodes it.
 
         A thread read again, or at its next turn, decodes only its new pieces;
-        the caller gets copies of the kept items, so what a node edits in place
-        never reaches them.
+        what `list_piece` returns is the caller's own.
         """
         if not self.caches.max_bytes:
             return self.load_blob(key, pieces)
         self.check_sealed_chain(key, pieces)
-        found: list[tuple[list[Any], bool]] = []
+        value: list[Any] = []
         raws: dict[int, tuple[str, bytes]] = {}
         for i, piece in enumerate(pieces):
-            items, kept, raw = self.list_piece(key, piece)
+            items, raw = self.list_piece(key, piece)
             if raw is not None:
                 raws[i] = raw
             if items is None:
                 return self.load_blob(key, pieces, raws)
-            found.append((items, kept))
+            value.extend(items)
         self._teach_append_cache(key, pieces, raws)
-        value: list[Any] = []
-        for items, kept in found:
-            value.extend(copy_items(items, containers=True) if kept else items)
         return value
 
     def list_piece(
         self, key: tuple[str, str, str], piece: tuple[str, str, bytes, str | None]
-    ) -> tuple[list[Any] | None, bool, tuple[str, bytes] | None]:
+    ) -> tuple[list[Any] | None, tuple[str, bytes] | None]:
         """The items of a stored list's piece, None if it is not a list.
 
-        Returns the items, whether they are the ones `piece_cache` keeps (a
-        caller hands out copies of those only), and what it unpacked of the
-        piece, if anything (for `load_blob`, when the piece is no list). A
-        piece (a full list, a delta on it) read a second time is kept decoded,
-        keyed by a digest of its columns, if every item it holds is something a
-        copy shares nothing mutable with (`copies_whole`: plain values, dicts,
-        lists, messages) and it fits the budget. The first read only marks the
-        piece as seen: a value read once (a new worker's first read of a
-        thread) costs its decoding and nothing more.
+        Returns the items, the caller's own (`pgcheckpoint.core.sharing`), and
+        what it unpacked of the piece, if anything (for `load_blob`, when the
+        piece is no list). A piece (a full list, a delta on it) read a second
+        time is kept decoded, keyed by a digest of its columns, if
+        `piece_cache` takes it (a copy of it, if a copy can take it whole,
+        within the budget). The first read only marks the piece as seen: a
+        value read once (a new worker's first read of a thread) costs its
+        decoding and nothing more.
         """
         if piece[1] == "msgpack" and array_header(piece[2]) is None:
-            return None, False, None  # stored as it is, and visibly no list
+            return None, None  # stored as it is, and visibly no list
         cache_key = seed_key(key, (piece,))
         kept = self.piece_cache.lookup(cache_key)
         if type(kept) is list:
             note_cache("piece", hit=True)
-            return kept, True, None
+            return kept, None
         raw = self.unpack_piece(key, piece)
         if raw[0] != "msgpack" or array_header(raw[1]) is None:
-            return None, False, raw
+            return None, raw
         items = self.decode(raw[0], raw[1], binding("blob", *key, piece[0]))
         if type(items) is not list:
-            return None, False, raw
+            return None, raw
         note_cache("piece", hit=False)
         if kept is MISSING:
             self.piece_cache.keep(cache_key, _SEEN_ONCE)
-        elif kept is _SEEN_ONCE:
-            keep = 2 * len(raw[1]) <= self.caches.max_bytes and all(map(copies_whole, items))
-            if keep and self.piece_cache.keep(cache_key, items):
-                return items, True, raw
+        elif kept is _SEEN_ONCE and not (
+            2 * len(raw[1]) <= self.caches.max_bytes and self.piece_cache.keep(cache_key, items)
+        ):
             self.piece_cache.keep(cache_key, _NOT_KEPT)
-        return items, False, raw
+        return items, raw
 
     def _teach_append_cache(
         self,
