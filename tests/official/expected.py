@@ -40,11 +40,6 @@ _SENDS = Difference(
     "pending sends in channel_values['__pregel_tasks'] (item 2)",
     "__pregel_ta",
 )
-_EMPTY_ID = Difference(
-    NOT_YET + "get_delta_channel_history with checkpoint_id '' returns an empty history "
-    "instead of the latest checkpoint's (item 4)",
-    "{'items': {'writes': []}}",
-)
 _CURSOR_HOOKS = Difference(
     INTERNALS + "it replaces the saver's _cursor() to run a second saver between the "
     "official prune statements (PRUNE_HEADS_SQL, ...); pgcheckpoint has neither, and its "
@@ -100,8 +95,6 @@ DIFFERENCES: dict[str, dict[str, Difference]] = {
     "test_delta_pagination.py": {
         "test_async_walk_reads_nothing_newer_than_the_target": _STAGE1,
         "test_sync_walk_reads_nothing_newer_than_the_target": _STAGE1,
-        "test_async_empty_checkpoint_id_reads_from_the_latest_checkpoint": _EMPTY_ID,
-        "test_sync_empty_checkpoint_id_reads_from_the_latest_checkpoint": _EMPTY_ID,
     },
     "test_delta_plain_value_seed.py": {
         "test_inline_primitive_seed_is_found": Difference(

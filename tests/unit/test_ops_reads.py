@@ -15,6 +15,7 @@ from psycopg.types.json import Jsonb
 from support.ops import drive, pieces_of, put, put_writes, saved_writes
 
 from pgcheckpoint import DecryptionError, EncryptedSerde, InvalidInputError
+from pgcheckpoint.core.delta_history import delta_history_op
 from pgcheckpoint.core.reads import decode_listed, get_tuple_op, list_op
 from pgcheckpoint.core.rows import MAX_CHAIN_DEPTH
 from pgcheckpoint.core.state import SaverState
@@ -293,3 +294,18 @@ def test_list_filters_go_to_the_statement_and_what_jsonb_cannot_hold_is_rechecke
     assert sent[0].params["limit"] is None
     assert sent[0].params["filter"].obj == {"note": "a\ufffdb"}
     assert recheck == lossy
+
+
+# -- delta_history_op ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("checkpoint_id", [None, ""])
+def test_delta_history_without_a_checkpoint_id_reads_from_the_latest(
+    checkpoint_id: str | None,
+) -> None:
+    # `""` means the latest checkpoint, as get_tuple reads it and the official saver does
+    config = generate_config("t")
+    config["configurable"]["checkpoint_id"] = checkpoint_id
+    sent, history = drive(delta_history_op(SaverState(), config, ["messages"]), [[]])
+    assert [s.name for s in sent] == ["get_latest_checkpoint"]
+    assert history == {"messages": {"writes": []}}

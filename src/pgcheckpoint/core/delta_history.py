@@ -53,7 +53,7 @@ def delta_history_op(
         return {}
     thread_id, checkpoint_ns = thread_of(config)
     checkpoint_id = get_checkpoint_id(config)
-    if checkpoint_id is None:
+    if not checkpoint_id:  # None or "": the latest, as get_tuple reads it
         latest = yield from get_tuple_op(saver, config)
         if latest is None:
             return {ch: {"writes": []} for ch in channels}
