@@ -449,12 +449,14 @@ CASES = [
 
 
 def test_the_cases_cover_every_column_of_every_table(stage: Stage) -> None:
+    # the saver's tables; the store's are tampered with in test_store_encryption.py
     with psycopg.connect(stage.dsn) as conn:
         found = {
             (table, column)
             for table, column in conn.execute(
                 "SELECT table_name, column_name FROM information_schema.columns"
                 " WHERE table_schema = 'public' AND table_name LIKE 'pgc\\_%'"
+                " AND NOT starts_with(table_name, 'pgc_store')"
             )
         }
     assert found == {(table, column) for table, column, _ in CASES}

@@ -92,7 +92,9 @@ def lock_args(thread_id: str, schema: str = "public") -> tuple[int]:
 def holders(dsn: str, thread_id: str, *, granted: bool = True) -> list[int]:
     with psycopg.connect(dsn) as conn:
         rows = conn.execute(
+            # pg_locks shows every database's: a test elsewhere may lock the same id
             "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1"
+            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
             " AND (classid::int8 << 32 | objid::int8) = %s AND granted = %s",
             (*lock_args(thread_id), granted),
         ).fetchall()

@@ -92,7 +92,7 @@ SPANNING = {
 
 
 def partitioned_schema(partitions: int = PARTITIONS) -> str:
-    """`sql/schema.sql` with each table `PARTITION BY HASH (thread_id)` in `partitions` parts."""
+    """`sql/schema.sql` with the saver's tables `PARTITION BY HASH (thread_id)` in parts."""
 
     def partitioned(table: re.Match[str]) -> str:
         name = table[1]
@@ -103,8 +103,9 @@ def partitioned_schema(partitions: int = PARTITIONS) -> str:
         )
         return table[0].removesuffix(";") + " PARTITION BY HASH (thread_id);" + parts
 
+    # the saver's tables, keyed by thread; the store's is keyed by namespace
     schema, count = re.subn(
-        r"^CREATE TABLE (pgc_\w+) \(.*?^\);",
+        rf"^CREATE TABLE ({'|'.join(TABLES)}) \(.*?^\);",
         partitioned,
         (sql_dir() / "schema.sql").read_text(),
         flags=re.MULTILINE | re.DOTALL,
