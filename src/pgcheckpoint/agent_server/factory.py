@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 
 from psycopg import AsyncConnection, OperationalError
 from psycopg.conninfo import conninfo_to_dict
@@ -28,7 +28,7 @@ from ..errors import PgCheckpointError
 from ..schema.status import schema_error, schema_revision_op
 from ..telemetry.activity import logger
 from .settings import ServerSettings
-from .ttl import ttl_sweeper
+from .ttl import in_background, ttl_sweeper
 
 __all__ = [
     "CONNECT_TIMEOUT",
@@ -95,17 +95,10 @@ async def checkpointer(
         dsn, pool=pool, serde=serde, schema=settings.schema
     ) as saver:
         await check_schema_current(saver, settings)
-        sweeper = None
-        if settings.ttl is not None:
-            sweeper = asyncio.create_task(ttl_sweeper(saver, settings.ttl), name="pgcheckpoint-ttl")
-        logger.info(_READY[serde is not None, sweeper is not None], settings.pool_max_size)
-        try:
+        job = None if settings.ttl is None else ttl_sweeper(saver, settings.ttl)
+        async with in_background(job, "pgcheckpoint-ttl") as sweeping:
+            logger.info(_READY[serde is not None, sweeping], settings.pool_max_size)
             yield saver
-        finally:
-            if sweeper is not None:
-                sweeper.cancel()
-                with suppress(asyncio.CancelledError):
-                    await sweeper
     logger.info("pgcheckpoint checkpointer closed its pool")
 
 

@@ -15,9 +15,8 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 
 from ..codec.crypto import EncryptedSerde
 from ..drivers._acompat import arun_blocking
@@ -28,7 +27,7 @@ from ..telemetry.activity import logger
 from .factory import check_reachable, check_schema_current
 from .settings import ServerSettings
 from .store_settings import StoreBlock
-from .ttl import store_ttl_sweeper
+from .ttl import in_background, store_ttl_sweeper
 
 __all__ = ["store"]
 
@@ -84,17 +83,9 @@ async def store(environ: Mapping[str, str] | None = None) -> AsyncIterator[Async
             await arun_blocking(
                 setup_vectors, conninfo_of(opened.conn), settings.schema, opened.state.index
             )
-        sweeper = None
-        if block.sweep_interval is not None:
-            sweeper = asyncio.create_task(
-                store_ttl_sweeper(opened, block.sweep_interval), name="pgcheckpoint-store-ttl"
-            )
-        logger.info(_READY[serde is not None, sweeper is not None], settings.pool_max_size)
-        try:
+        interval = block.sweep_interval
+        job = None if interval is None else store_ttl_sweeper(opened, interval)
+        async with in_background(job, "pgcheckpoint-store-ttl") as sweeping:
+            logger.info(_READY[serde is not None, sweeping], settings.pool_max_size)
             yield opened
-        finally:
-            if sweeper is not None:
-                sweeper.cancel()
-                with suppress(asyncio.CancelledError):
-                    await sweeper
     logger.info("pgcheckpoint store closed its pool")

@@ -21,9 +21,10 @@ Example:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager, suppress
 from datetime import timedelta
+from typing import Any
 
 from psycopg import Error
 
@@ -58,6 +59,24 @@ _REPORTS = {
     ("keep_latest", False): "ttl sweep: trimmed %d threads (%d checkpoints); %d skipped, "
     "%d failed; the next sweep goes on",
 }
+
+
+@asynccontextmanager
+async def in_background(job: Coroutine[Any, Any, None] | None, name: str) -> AsyncIterator[bool]:
+    """Run `job` (a sweeper) as a task for the block, cancelled and awaited at its end.
+
+    Yields whether a job runs (`None`: none to run).
+    """
+    if job is None:
+        yield False
+        return
+    task = asyncio.create_task(job, name=name)
+    try:
+        yield True
+    finally:
+        task.cancel()
+        with suppress(asyncio.CancelledError):
+            await task
 
 
 @asynccontextmanager
