@@ -100,17 +100,34 @@ FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = %(schema)s AND c.relkind NOT IN ('r', 'p', 'i')
 UNION ALL
 SELECT 'function ' || p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-WHERE n.nspname = %(schema)s
+WHERE n.nspname = %(schema)s AND p.prorettype <> 'trigger'::regtype
+  AND NOT EXISTS (SELECT 1 FROM pg_depend e WHERE e.classid = 'pg_proc'::regclass
+                  AND e.objid = p.oid AND e.deptype = 'e')
 UNION ALL
 SELECT 'type ' || t.typname FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
 WHERE n.nspname = %(schema)s AND t.typtype NOT IN ('c', 'b')
 UNION ALL
-SELECT 'trigger ' || g.tgname FROM pg_trigger g JOIN pg_class c ON c.oid = g.tgrelid
-JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE n.nspname = %(schema)s AND NOT g.tgisinternal
-UNION ALL
+
 SELECT 'policy ' || p.polname FROM pg_policy p JOIN pg_class c ON c.oid = p.polrelid
 JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %(schema)s
+"""
+
+# Trigger functions (those of extensions aside) and the triggers that call them.
+_TRIGGER_FUNCTIONS = """
+SELECT p.proname, pg_get_functiondef(p.oid) AS definition
+FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+WHERE n.nspname = %(schema)s AND p.prorettype = 'trigger'::regtype
+  AND NOT EXISTS (SELECT 1 FROM pg_depend e WHERE e.classid = 'pg_proc'::regclass
+                  AND e.objid = p.oid AND e.deptype = 'e')
+ORDER BY p.proname
+"""
+
+_TRIGGERS = """
+SELECT c.relname AS table_name, g.tgname, pg_get_triggerdef(g.oid) AS definition
+FROM pg_trigger g JOIN pg_class c ON c.oid = g.tgrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = %(schema)s AND NOT g.tgisinternal
+ORDER BY c.relname, g.tgname
 """
 
 
@@ -127,7 +144,8 @@ def catalog(dsn: str, schema: str = "public") -> dict[str, Any]:
 
     Tables, columns (order, types, NOT NULL, defaults, storage, compression,
     collation, statistics), constraints, indexes (and whether they are valid),
-    storage parameters, comments, other objects by name, and the version rows.
+    storage parameters, comments, trigger functions and triggers (as their
+    definitions), other objects by name, and the version rows.
     """
     with _connect(dsn, schema) as conn:
         quoted = conn.execute("SELECT quote_ident(%s) AS q", [schema]).fetchone()["q"]  # type: ignore[index]
@@ -148,6 +166,16 @@ def catalog(dsn: str, schema: str = "public") -> dict[str, Any]:
                 )
             table["indexes"] = indexes
             tables[table.pop("relname")] = table
+        functions = conn.execute(_TRIGGER_FUNCTIONS, {"schema": schema}).fetchall()
+        for function in functions:
+            # pg_get_functiondef qualifies the function's name whatever the search path says
+            function["definition"] = function["definition"].replace(
+                f" FUNCTION {quoted}.", " FUNCTION ", 1
+            )
+        triggers = conn.execute(_TRIGGERS, {"schema": schema}).fetchall()
+        for trigger in triggers:
+            # as does pg_get_triggerdef the trigger's table
+            trigger["definition"] = trigger["definition"].replace(f" ON {quoted}.", " ON ", 1)
         others = sorted(r["what"] for r in conn.execute(_OTHER_OBJECTS, {"schema": schema}))
         versions: list[str] = []
         if VERSION_TABLE in tables:
@@ -159,7 +187,13 @@ def catalog(dsn: str, schema: str = "public") -> dict[str, Any]:
                     )
                 )
             ]
-    return {"tables": tables, "other_objects": others, "versions": versions}
+    return {
+        "tables": tables,
+        "trigger_functions": functions,
+        "triggers": triggers,
+        "other_objects": others,
+        "versions": versions,
+    }
 
 
 # -- rendering ------------------------------------------------------------------------------
@@ -194,6 +228,10 @@ def render(dsn: str, schema: str = "public") -> str:
             raise NotImplementedError(f"table {name!r} has row level security; extend the renderer")
         out.append(_render_table(name, table, foreign_keys))
     out.extend(foreign_keys)
+    # a function's body may hold blank lines only inside its dollar quotes, which
+    # whoever applies the file must then not split on
+    out.extend(f"{f['definition'].rstrip()};\n" for f in snapshot["trigger_functions"])
+    out.extend(f"{t['definition']};\n" for t in snapshot["triggers"])
     if revisions:
         values = ", ".join(f"({_literal(v)})" for v in revisions)
         out.append(f"INSERT INTO {VERSION_TABLE} (version_num) VALUES {values};\n")

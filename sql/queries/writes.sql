@@ -64,8 +64,13 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
 -- It first takes the thread's maintenance lock shared (pgcheckpoint.locking),
 -- waiting for a delete of the thread to commit, which waits for it in turn;
 -- then locks the parent (FOR KEY SHARE, as a foreign key would). A locking read
--- sees the latest committed row: when the parent is missing, even deleted after
--- this statement began, nothing is stored and `stored` comes back false.
+-- sees the latest committed row. When the parent is missing, nothing is stored
+-- and `stored` comes back false if it was deleted: it was in this statement's
+-- snapshot (deleted since the statement began, perhaps while it waited for the
+-- lock), or a delete recorded an id at or above it for the thread
+-- (`pgc_deletions`, written by the delete's own transaction, so in the snapshot
+-- whenever the parent is not). A parent missing and never deleted (a thread
+-- copied newest-first, a config built by hand) is stored as named.
 WITH lock AS MATERIALIZED (
     SELECT pg_advisory_xact_lock_shared(%(lock_key)s::int8)::text AS held
 ), parent AS MATERIALIZED (
@@ -76,8 +81,17 @@ WITH lock AS MATERIALIZED (
       AND checkpoint_id = %(parent_checkpoint_id)s
     FOR KEY SHARE
 ), guard AS MATERIALIZED (
-    SELECT (SELECT held FROM lock) IS NOT NULL
-           AND (%(parent_checkpoint_id)s::text IS NULL OR EXISTS (SELECT 1 FROM parent)) AS stored
+    SELECT (SELECT held FROM lock) IS NOT NULL AND CASE
+        WHEN %(parent_checkpoint_id)s::text IS NULL OR EXISTS (SELECT 1 FROM parent) THEN true
+        ELSE NOT EXISTS (
+                 SELECT 1 FROM {schema}.pgc_checkpoints
+                 WHERE thread_id = %(thread_id)s AND checkpoint_ns = %(checkpoint_ns)s
+                   AND checkpoint_id = %(parent_checkpoint_id)s)
+             AND NOT EXISTS (
+                 SELECT 1 FROM {schema}.pgc_deletions
+                 WHERE thread_id = %(thread_id)s
+                   AND checkpoint_id >= %(parent_checkpoint_id)s::text COLLATE "C")
+    END AS stored
 ), new_blobs AS (
     INSERT INTO {schema}.pgc_blobs (thread_id, checkpoint_ns, channel, version, type, blob,
                                     base_version)

@@ -198,12 +198,15 @@ class PoolTimeoutError(PgCheckpointError, PoolTimeout):
 
 
 class MissingParentError(PgCheckpointError):
-    """A checkpoint continues from a parent checkpoint that does not exist; nothing was saved.
+    """A checkpoint continues from a parent checkpoint that was deleted; nothing was saved.
 
     The parent was deleted (by retention, `prune`, `delete_thread` or
-    `delete_for_runs`), possibly while the graph was running on it, or never
-    saved. Saving the child anyway would leave a thread whose history stops
-    short, so the put is refused.
+    `delete_for_runs`), possibly while the graph was running on it. Saving the
+    child anyway would leave a thread whose history stops short, so the put is
+    refused. A parent this database never stored is no reason to refuse (the
+    checkpoint is saved naming it, as the official saver does), but one whose id
+    sorts at or below the highest checkpoint id deleted from the thread (the
+    `pgc_deletions` table) is taken as deleted.
 
     Attributes:
         thread_id: The thread of the refused checkpoint.
@@ -226,9 +229,10 @@ class MissingParentError(PgCheckpointError):
         self.parent_checkpoint_id = parent_checkpoint_id
         super().__init__(
             f"checkpoint {checkpoint_id!r} of thread {thread_id!r}, namespace "
-            f"{checkpoint_ns!r} was not saved: its parent {parent_checkpoint_id!r} does "
-            "not exist (deleted, e.g. by `pgcheckpoint prune`, or never saved); run the "
-            "graph again from the thread's current state"
+            f"{checkpoint_ns!r} was not saved: its parent {parent_checkpoint_id!r} was "
+            "deleted (by `pgcheckpoint prune`, retention, delete_thread or delete_for_runs; "
+            "a missing parent at or below the thread's highest deleted checkpoint id counts "
+            "as deleted); run the graph again from the thread's current state"
         )
 
 

@@ -3,7 +3,7 @@
 Hostile thread ids (quotes, backslashes, newlines, unicode, hundreds of
 characters, and ids the saver refuses) go through every error path a saver
 has: a value the serializer refuses in `put` and `put_writes`, a wrong key on
-read, invalid input, a missing parent, a busy lock, a lock whose connection
+read, invalid input, a deleted parent, a busy lock, a lock whose connection
 dies, a connection dropped under a write, and the warning about the official
 saver's threads. With `Telemetry()` no form of any of those ids (as it is,
 `repr`, JSON, unicode escapes, doubled backslashes, or any piece of it of
@@ -123,11 +123,13 @@ async def error_paths(api: Api, reader: Api, dsn: str, thread_id: str) -> None:
     with pytest.raises(DecryptionError):
         await reader.list(config(thread_id))
 
-    # a parent that does not exist
-    missing = config(thread_id, str(uuid.uuid4()))
+    # a parent that was deleted (a run's checkpoint, gone with its run)
+    checkpoint, versions = with_values({"items": [1]})
+    doomed = await api.put(config(thread_id), checkpoint, {"run_id": "doomed-run"}, versions)
+    await api.delete_for_runs(["doomed-run"])
     checkpoint, versions = with_values({"items": [1]})
     with pytest.raises(MissingParentError):
-        await api.put(missing, checkpoint, {}, versions)
+        await api.put(doomed, checkpoint, {}, versions)
 
     # a lock another worker holds, then a lock whose connection dies while held
     with psycopg.connect(dsn, autocommit=True) as holder:

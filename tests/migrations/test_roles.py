@@ -104,7 +104,8 @@ def test_grants_prints_the_statements(capsys: pytest.CaptureFixture[str]) -> Non
     assert out == [
         'GRANT USAGE ON SCHEMA "tenant_a" TO "app";',
         'GRANT SELECT, INSERT, UPDATE, DELETE ON "tenant_a".pgc_checkpoints, '
-        '"tenant_a".pgc_blobs, "tenant_a".pgc_writes, "tenant_a".pgc_store TO "app";',
+        '"tenant_a".pgc_blobs, "tenant_a".pgc_writes, "tenant_a".pgc_store, '
+        '"tenant_a".pgc_deletions TO "app";',
         'GRANT SELECT ON "tenant_a".pgcheckpoint_alembic_version TO "app";',
     ]
 

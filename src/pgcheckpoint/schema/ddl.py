@@ -37,7 +37,7 @@ __all__ = [
 # Alembic's version table of pgcheckpoint, apart from any application's own.
 VERSION_TABLE = "pgcheckpoint_alembic_version"
 # The tables the savers read and write at run time (a revision adding one adds it here).
-TABLES = ("pgc_checkpoints", "pgc_blobs", "pgc_writes", "pgc_store")
+TABLES = ("pgc_checkpoints", "pgc_blobs", "pgc_writes", "pgc_store", "pgc_deletions")
 
 
 def ident(name: str) -> str:
