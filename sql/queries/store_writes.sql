@@ -13,7 +13,7 @@
 INSERT INTO {schema}.pgc_store AS s (ns, key, type, value, doc, expires_at, ttl_minutes)
 SELECT i.ns, i.key, i.type, i.value, i.doc::jsonb,
        now() + i.ttl * interval '1 minute', i.ttl
-FROM unnest(%(nss)s::text[], %(keys)s::text[], %(types)s::text[], %(values)s::bytea[],
+FROM unnest(%(nss)s::text[], %(keys)s::text[], %(types)s::text[], %(values)b::bytea[],
             %(docs)s::text[], %(ttls)s::float8[]) AS i(ns, key, type, value, doc, ttl)
 ORDER BY i.ns COLLATE "C", i.key COLLATE "C"
 ON CONFLICT (ns, key) DO UPDATE
@@ -125,7 +125,7 @@ INSERT INTO {schema}.pgc_store AS s
     (ns, key, type, value, doc, created_at, updated_at, expires_at, ttl_minutes)
 SELECT i.ns, i.key, i.type, i.value, i.doc::jsonb, coalesce(i.created_at, now()),
        coalesce(i.updated_at, now()), i.expires_at, i.ttl
-FROM unnest(%(nss)s::text[], %(keys)s::text[], %(types)s::text[], %(values)s::bytea[],
+FROM unnest(%(nss)s::text[], %(keys)s::text[], %(types)s::text[], %(values)b::bytea[],
             %(docs)s::text[], %(created)s::timestamptz[], %(updated)s::timestamptz[],
             %(expires)s::timestamptz[], %(ttls)s::float8[])
     AS i(ns, key, type, value, doc, created_at, updated_at, expires_at, ttl)

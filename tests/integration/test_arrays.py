@@ -13,7 +13,7 @@ from psycopg.rows import dict_row
 
 from pgcheckpoint import PostgresSaver
 from pgcheckpoint.drivers.connections import Cursors, cursor_of
-from pgcheckpoint.statements.arrays import ByteaArray, Int4Array, TextArray
+from pgcheckpoint.statements.arrays import ByteaArray, Float8Array, Int4Array, TextArray
 
 
 def test_arrays_arrive_as_sent(db_dsn: str) -> None:
@@ -37,6 +37,18 @@ def test_arrays_arrive_as_sent(db_dsn: str) -> None:
         [],
         [],
     )
+
+
+def test_float8_arrays_arrive_as_sent(db_dsn: str) -> None:
+    sent = [0.4, None, -1.5e300, 7, float("inf"), 2.5e-300]
+    with psycopg.connect(db_dsn) as conn:
+        row = conn.execute(
+            "SELECT %s::float8[], %s::float8[], %s::float8[]",
+            (Float8Array(sent), Float8Array(), Float8Array([None])),
+        ).fetchone()
+        assert row == ([0.4, None, -1.5e300, 7.0, float("inf"), 2.5e-300], [], [None])
+        with pytest.raises(psycopg.DataError, match="not a number"):
+            conn.execute("SELECT %s::float8[]", (Float8Array(["1.5"]),))  # type: ignore[list-item]
 
 
 def test_unnest_of_empty_arrays_is_no_rows(db_dsn: str) -> None:

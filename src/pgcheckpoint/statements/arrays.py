@@ -30,13 +30,14 @@ from psycopg.abc import AdaptContext
 from psycopg.adapt import Dumper
 from psycopg.pq import Format
 
-__all__ = ["ByteaArray", "Int4Array", "TextArray"]
+__all__ = ["ByteaArray", "Float8Array", "Int4Array", "TextArray"]
 
 # ndim, has-null flag, element oid, then length and lower bound of the one dimension
 _HEADER = struct.Struct("!iiIii")
 _NULL = b"\xff\xff\xff\xff"
-_TEXT_OID, _BYTEA_OID, _INT4_OID = 25, 17, 23
+_TEXT_OID, _BYTEA_OID, _INT4_OID, _FLOAT8_OID = 25, 17, 23, 701
 _INT4_ITEM = struct.Struct("!ii")
+_FLOAT8_ITEM = struct.Struct("!id")
 _EMPTY = struct.Struct("!iiI")  # no dimensions
 
 
@@ -61,6 +62,14 @@ class Int4Array(list[int]):
 
     Example:
         >>> conn.execute("SELECT %s::int4[]", [Int4Array([-1, 2])])  # doctest: +SKIP
+    """
+
+
+class Float8Array(list[float | None]):
+    """A `float8[]` parameter; items are floats (or ints), or None.
+
+    Example:
+        >>> conn.execute("SELECT %s::float8[]", [Float8Array([0.5, None])])  # doctest: +SKIP
     """
 
 
@@ -122,6 +131,24 @@ class Int4ArrayDumper(Dumper):
             raise DataError(f"an int4[] item is not an int in int4 range ({exc})") from exc
 
 
+class Float8ArrayDumper(Dumper):
+    format = Format.BINARY
+    oid = 1022  # float8[]
+
+    def dump(self, obj: Any) -> bytes:
+        if not obj:
+            return _EMPTY.pack(0, 0, _FLOAT8_OID)
+        has_null = None in obj
+        head = _HEADER.pack(1, int(has_null), _FLOAT8_OID, len(obj), 1)
+        try:
+            return head + b"".join(
+                [_NULL if f is None else _FLOAT8_ITEM.pack(8, f) for f in obj]
+            )
+        except struct.error as exc:
+            raise DataError(f"a float8[] item is not a number ({exc})") from exc
+
+
 psycopg.adapters.register_dumper(TextArray, TextArrayDumper)
 psycopg.adapters.register_dumper(ByteaArray, ByteaArrayDumper)
 psycopg.adapters.register_dumper(Int4Array, Int4ArrayDumper)
+psycopg.adapters.register_dumper(Float8Array, Float8ArrayDumper)

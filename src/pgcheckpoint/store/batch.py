@@ -32,6 +32,7 @@ from langgraph.store.base import Item, Op, Result, SearchItem, SearchOp
 from ..errors import InvalidInputError
 from ..ops import Op as StoreOp
 from ..ops import Row, Stmt
+from ..statements.arrays import ByteaArray, Float8Array, TextArray
 from .plans import (
     BatchPlan,
     list_spec,
@@ -148,16 +149,20 @@ def _item(state: StoreState, row: Row, cls: type[Item] = Item, **extra: Any) -> 
     )
 
 
+def _key_params(keys: list[tuple[str, str]]) -> dict[str, TextArray]:
+    return {"nss": TextArray([k[0] for k in keys]), "keys": TextArray([k[1] for k in keys])}
+
+
 def _put_params(prepared: Prepared) -> dict[str, list[Any]]:
     deleted: StoredValue = ("deleted", b"", "{}")
     rows = [(ns, key, stored or deleted, ttl) for ns, key, stored, ttl in prepared.puts]
     return {
-        "nss": [r[0] for r in rows],
-        "keys": [r[1] for r in rows],
-        "types": [r[2][0] for r in rows],
-        "values": [r[2][1] for r in rows],
-        "docs": [r[2][2] for r in rows],
-        "ttls": [r[3] for r in rows],
+        "nss": TextArray([r[0] for r in rows]),
+        "keys": TextArray([r[1] for r in rows]),
+        "types": TextArray([r[2][0] for r in rows]),
+        "values": ByteaArray([r[2][1] for r in rows]),
+        "docs": TextArray([r[2][2] for r in rows]),
+        "ttls": Float8Array([r[3] for r in rows]),
     }
 
 
@@ -182,9 +187,7 @@ def write_op(state: StoreState, prepared: Prepared) -> StoreOp[None]:
     puts = prepared.puts
     deletes = [(ns, key) for ns, key, stored, _ in puts if stored is None]
     if len(deletes) == len(puts):
-        yield Stmt(
-            "store_delete", {"nss": [d[0] for d in deletes], "keys": [d[1] for d in deletes]}
-        )
+        yield Stmt("store_delete", _key_params(deletes))
         return
     params = _put_params(prepared)
     if state.index is None:
@@ -199,7 +202,7 @@ def write_op(state: StoreState, prepared: Prepared) -> StoreOp[None]:
     if deletes:
         yield Stmt(
             "store_drop_tombstones",
-            {"nss": [d[0] for d in deletes], "keys": [d[1] for d in deletes]},
+            _key_params(deletes),
         )
 
 
@@ -223,8 +226,8 @@ def read_op(state: StoreState, prepared: Prepared, *, omit_expired: bool) -> Sto
         rows = yield Stmt(
             "store_get",
             {
-                "nss": [namespace_text(op.namespace) for _, op in plan.gets],
-                "keys": [op.key for _, op in plan.gets],
+                "nss": TextArray([namespace_text(op.namespace) for _, op in plan.gets]),
+                "keys": TextArray([op.key for _, op in plan.gets]),
                 "refresh": [bool(op.refresh_ttl) for _, op in plan.gets],
                 "omit_expired": omit_expired,
             },
