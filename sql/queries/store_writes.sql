@@ -96,10 +96,17 @@ SELECT (SELECT format_type(a.atttypid, a.atttypmod)
 -- name: store_official_tables
 -- retry: safe
 -- Which of the official store's tables exist (named with their schema), and
--- whether this store has its vector table.
+-- whether this store has its vector table; the dimensions of the vectors of
+-- both (a pgvector column's typmod).
 SELECT to_regclass(%(store)s) IS NOT NULL AS store,
        to_regclass(%(vectors)s) IS NOT NULL AS vectors,
-       to_regclass(%(ours)s) IS NOT NULL AS our_vectors
+       to_regclass(%(ours)s) IS NOT NULL AS our_vectors,
+       (SELECT a.atttypmod FROM pg_catalog.pg_attribute a
+        WHERE a.attrelid = to_regclass(%(vectors)s) AND a.attname = 'embedding'
+          AND NOT a.attisdropped) AS their_dims,
+       (SELECT a.atttypmod FROM pg_catalog.pg_attribute a
+        WHERE a.attrelid = to_regclass(%(ours)s) AND a.attname = 'embedding'
+          AND NOT a.attisdropped) AS our_dims
 
 -- name: store_official_page
 -- retry: safe

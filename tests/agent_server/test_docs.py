@@ -5,7 +5,9 @@ tests/docs runs the other blocks of the docs; these need `langgraph dev`:
   example's graph (and the page's `python` blocks, as the files their `id`
   names), and a refund stops at its interrupt and resumes; with a `store`
   block, the decision is in the store, whose TTL the factory sweeps and whose
-  index searches by query (or, without pgvector, the start stops and says so);
+  index searches by query (on `vector_db_dsn`'s server, which has pgvector;
+  tests/integration/test_agent_server_store_factory.py checks the error a
+  server without it stops with);
 - the `text` block is the line a server that cannot reach its database ends
   its log with;
 - a `console` block's commands run on the database of a server that stopped a
@@ -42,13 +44,6 @@ def test_the_page_has_a_block_of_each_kind() -> None:
     assert all(b.id and b.id.endswith(".py") for b in of_lang("python"))
 
 
-def pgvector_available(dsn: str) -> bool:
-    (row,) = table_rows(
-        dsn, "SELECT count(*) AS n FROM pg_available_extensions WHERE name = 'vector'"
-    )
-    return bool(row["n"])
-
-
 async def stopped_thread(server: AgentServer) -> str:
     async with client_of(server.url) as client:
         thread_id = (await client.threads.create())["thread_id"]
@@ -59,21 +54,14 @@ async def stopped_thread(server: AgentServer) -> str:
 
 @pytest.mark.parametrize("block", of_lang("json"), ids=lambda b: b.name)
 async def test_a_langgraph_json_of_the_page_serves(
-    block: Block, db_dsn: str, tmp_path: Path
+    block: Block, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     config = json.loads(block.text)
     folder = server_folder(tmp_path / "server", config=config)
     for source in of_lang("python"):
         (folder / str(source.id)).write_text(source.text)
     store = config.get("store") or {}
-    if "index" in store and not pgvector_available(db_dsn):
-        server = AgentServer(folder, server_env(db_dsn))
-        with pytest.raises(RuntimeError, match="langgraph dev exited"):
-            server.start()
-        assert "PgvectorMissingError: semantic search needs the pgvector extension" in (
-            server.output()
-        )
-        return
+    db_dsn: str = request.getfixturevalue("vector_db_dsn" if "index" in store else "db_dsn")
     with running(folder, server_env(db_dsn)) as server:
         thread_id = await stopped_thread(server)
         async with client_of(server.url) as client:

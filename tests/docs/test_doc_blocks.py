@@ -80,8 +80,9 @@ def test_the_commands_of_ci_blocks_are_what_ci_runs() -> None:
 @pytest.mark.parametrize("block", [b for b in BLOCKS if b.kind in RUN], ids=lambda b: b.name)
 def test_the_block_runs(block: Block, request: pytest.FixtureRequest, tmp_path: Path) -> None:
     blocks = chain(block, BLOCKS)
-    empty = any(b.options.get("db") == "empty" for b in blocks)
-    dsn: str = request.getfixturevalue("empty_db_dsn" if empty else "db_dsn")
+    wanted = {b.options.get("db") for b in blocks}
+    fixture = "empty_db_dsn" if "empty" in wanted else "db_dsn"
+    dsn: str = request.getfixturevalue("vector_db_dsn" if "vector" in wanted else fixture)
     with _roles(blocks, dsn) as roles, _pooler(blocks, dsn) as extra:
         if block.kind == "python":  # appended to the same file, as a reader pastes them
             _run_python(block, "".join(b.text for b in blocks), dsn, tmp_path, extra)

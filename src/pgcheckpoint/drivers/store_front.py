@@ -32,6 +32,7 @@ from langgraph.store.base import BaseStore, Op, PutOp, Result, TTLConfig
 from langgraph.store.base.batch import AsyncBatchedBaseStore
 
 from ..schema.ddl import migration_lock
+from ..statements.queries import Queries
 from ..store.batch import prepare_batch
 from ..store.state import StoreState
 from ..store.vectors import IndexSettings, PgvectorMissingError, vector_ddl
@@ -68,14 +69,8 @@ def setup_vectors(conninfo: str, schema: str, settings: IndexSettings) -> None:
     schema = check_schema(schema)
     table = psycopg.sql.Identifier(schema, "pgc_store_vectors").as_string(None)
     with migration_lock(conninfo, schema), psycopg.connect(conninfo, autocommit=True) as conn:
-        row = conn.execute(
-            "SELECT (SELECT format_type(a.atttypid, a.atttypmod) FROM pg_catalog.pg_attribute a"
-            " WHERE a.attrelid = to_regclass(%s) AND a.attname = 'embedding'"
-            " AND NOT a.attisdropped),"
-            " EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'vector'),"
-            " EXISTS (SELECT FROM pg_catalog.pg_available_extensions WHERE name = 'vector')",
-            (table,),
-        ).fetchone() or (None, False, False)
+        query = Queries(schema)["store_vector_column"]
+        row = conn.execute(query, {"table": table}).fetchone() or (None, False, False)
         column_type, installed, available = row
         if not installed:
             if not available:

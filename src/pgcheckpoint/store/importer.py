@@ -53,14 +53,14 @@ class ImportReport:
         }
 
 
-def _tables_op(schema: str) -> Op[dict[str, bool]]:
+def _tables_op(schema: str) -> Op[dict[str, Any]]:
     names = {
         "store": sql.Identifier(schema, "store").as_string(None),
         "vectors": sql.Identifier(schema, "store_vectors").as_string(None),
         "ours": sql.Identifier(schema, "pgc_store_vectors").as_string(None),
     }
     rows = yield Stmt("store_official_tables", names, fetch=True)
-    return {k: bool(v) for k, v in rows[0].items()}
+    return dict(rows[0])
 
 
 def _page_op(
@@ -135,7 +135,8 @@ def import_sweep(state: StoreState, *, page_size: int = 500) -> Sweep[ImportRepo
     """Copy every item (and vector) of the official store; each page one transaction.
 
     Raises:
-        PgCheckpointError: The schema has no official `store` table.
+        PgCheckpointError: The schema has no official `store` table, or its
+            vectors have another number of dimensions than this store's.
     """
     tables = yield _tables_op(state.schema)
     if not tables["store"]:
@@ -143,7 +144,15 @@ def import_sweep(state: StoreState, *, page_size: int = 500) -> Sweep[ImportRepo
             f"schema {state.schema!r} has no table 'store' of langgraph-checkpoint-postgres's "
             "PostgresStore to import; pass the schema that holds it (--schema)"
         )
-    vectors = tables["vectors"] and tables["our_vectors"]
+    vectors = bool(tables["vectors"] and tables["our_vectors"])
+    if vectors and tables["their_dims"] != tables["our_dims"]:
+        # checked before the first page: a vector of another size fails its page's insert
+        raise PgCheckpointError(
+            f"the official store's vectors have {tables['their_dims']} dimensions and this "
+            f"store's {tables['our_dims']}: vectors keep the size of the model that made them, "
+            f"so set this store's index dims to {tables['their_dims']} (drop pgc_store_vectors "
+            "and run setup() again to change it), then import"
+        )
     report = ImportReport()
     after: tuple[str, str] | None = ("", "")
     while after is not None:

@@ -34,6 +34,9 @@ __all__ = ["IndexSettings", "PgvectorMissingError", "vector_ddl", "vector_litera
 # each distance's operator class (store_search_vector holds the operators)
 _DISTANCES = {"cosine": "cosine_ops", "l2": "l2_ops", "inner_product": "ip_ops"}
 _KINDS = {"hnsw": ("m", "ef_construction"), "ivfflat": ("lists", "nlist"), "flat": ()}
+# pgvector's limits: dimensions an hnsw or ivfflat index takes, the largest halfvec
+_INDEXED_DIMS = {"vector": 2000, "halfvec": 4000}
+_HALFVEC_MAX = 65504.0
 
 
 class PgvectorMissingError(PgCheckpointError):
@@ -82,6 +85,13 @@ class IndexSettings:
         kind = ann.pop("kind", "hnsw")
         if kind not in _KINDS:
             raise InvalidInputError(f"index kind must be one of {', '.join(_KINDS)}, not {kind!r}")
+        if kind != "flat" and dims > _INDEXED_DIMS[vector_type]:
+            # refused here, before setup() creates a table that a fixed config would not match
+            raise InvalidInputError(
+                f"pgvector's {kind} index takes {vector_type} of up to "
+                f"{_INDEXED_DIMS[vector_type]} dimensions, not {dims}: use vector_type "
+                "'halfvec' (up to 4000) or kind 'flat' (an exact search needs no index)"
+            )
         params = []
         for name, value in ann.items():
             if name not in _KINDS[kind]:
@@ -125,7 +135,8 @@ class IndexSettings:
 
         Raises:
             InvalidInputError: The embedding function returned another number of
-                vectors, a vector of another dimension, or a non-finite number.
+                vectors, a vector of another dimension, a non-finite number, or
+                (for halfvec) one beyond ±65504.
         """
         vectors = list(vectors)
         if len(vectors) != count:
@@ -133,7 +144,15 @@ class IndexSettings:
                 f"the embedding function returned {len(vectors)} vectors for {count} {what}; "
                 "it must return one per text"
             )
-        return [vector_literal(v, self.dims) for v in vectors]
+        literals = [vector_literal(v, self.dims) for v in vectors]
+        if self.vector_type == "halfvec" and any(
+            abs(float(x)) > _HALFVEC_MAX for v in vectors for x in v
+        ):
+            raise InvalidInputError(
+                f"an embedding holds a number beyond halfvec's range (±{_HALFVEC_MAX:g}); "
+                "use vector_type 'vector', or scale the model's vectors"
+            )
+        return literals
 
 
 def vector_literal(vector: Sequence[float], dims: int) -> str:
@@ -158,7 +177,8 @@ def vector_ddl(schema: str, settings: IndexSettings) -> list[sql.Composed]:
     """The statements that create the vector table and its index (idempotent).
 
     Example:
-        >>> len(vector_ddl("public", IndexSettings.from_config({"dims": 2, "embed": None})))
+        >>> settings = IndexSettings.from_config({"dims": 2, "embed": lambda t: []})
+        >>> len(vector_ddl("public", settings))
         2
     """
     s = sql.Identifier(schema)
