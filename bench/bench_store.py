@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import psycopg
-from bench_db import POOL_SIZE, Databases
+from bench_db import POOL_SIZE, ROOT, Databases
 from bench_timing import Plan, Results, log, row, timed
 from langgraph.store.base import PutOp
 from langgraph.store.postgres import PostgresStore as OfficialStore
@@ -84,13 +84,44 @@ def _fill(stores: dict[str, Any], start: int, stop: int) -> None:
             store.batch(ops)
 
 
+@contextlib.contextmanager
+def _vector_databases(dbs: Databases, results: Results) -> Iterator[Databases | None]:
+    """The bench server when it has pgvector, else the embedded pgvector server, else None."""
+    if _has_pgvector(dbs.dsn("postgres")):
+        yield dbs
+        return
+    try:
+        from pgcheckpoint.contrib.embedded import embedded_dsn
+
+        server = embedded_dsn(ROOT / ".pgcheckpoint" / "pgdata-pgvector", pgvector=True)
+    except ImportError as exc:
+        results.notes.append(f"store: no pgvector ({exc}), so no `search` with a query")
+        yield None
+        return
+    results.notes.append(
+        "store: the bench server has no pgvector; both stores ran on the embedded "
+        "PostgreSQL 18 with pgvector (`embedded_dsn(pgvector=True)`)"
+    )
+    with Databases(server) as vector_dbs:
+        yield vector_dbs
+
+
 def run_store(dbs: Databases, plan: Plan, modes: Sequence[str], results: Results) -> None:
     sizes = (10_000, 100_000) if plan.samples >= 90 else (2_000,)
-    server = dbs.dsn("postgres")
-    vectors = _has_pgvector(server)
-    if not vectors:
-        results.notes.append("store: no pgvector on the server, so no `search` with a query")
-    index = {"dims": DIMS, "embed": fake_embed, "fields": ["text"]} if vectors else None
+    with _vector_databases(dbs, results) as vector_dbs:
+        vectors = vector_dbs is not None
+        index = {"dims": DIMS, "embed": fake_embed, "fields": ["text"]} if vectors else None
+        _run_store(vector_dbs or dbs, plan, sizes, index, results)
+
+
+def _run_store(
+    dbs: Databases,
+    plan: Plan,
+    sizes: Sequence[int],
+    index: dict[str, Any] | None,
+    results: Results,
+) -> None:
+    vectors = index is not None
     with _stores(dbs, index) as stores:
         filled = 0
         for size in sizes:
