@@ -7,6 +7,12 @@ c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
 c.type, c.checkpoint, c.channel_versions, c.metadata_type, c.metadata_blob,
 wr.write_task_ids, wr.write_idxs, wr.write_channels, wr.write_types, wr.write_values
 
+-- fragment: versions_object
+-- An expression: row `c`'s channel_versions when it is a JSON object, else NULL
+-- (no channels), so that a row edited outside pgcheckpoint reaches the core,
+-- which refuses it with an error that names it, instead of failing the statement.
+CASE WHEN jsonb_typeof(c.channel_versions) = 'object' THEN c.channel_versions END
+
 -- fragment: blob_columns
 -- The stored values `bl` of `checkpoint_tuple_from`.
 bl.blob_channels, bl.blob_versions, bl.blob_bases, bl.blob_types, bl.blob_values
@@ -19,7 +25,7 @@ FROM {schema}.pgc_checkpoints c
 CROSS JOIN LATERAL (
     WITH RECURSIVE chain_head(thread_id, checkpoint_ns, channel, version) AS (
         SELECT c.thread_id, c.checkpoint_ns, v.channel, c.channel_versions ->> v.channel
-        FROM unnest(ARRAY(SELECT jsonb_object_keys(c.channel_versions))) AS v(channel)
+        FROM unnest(ARRAY(SELECT jsonb_object_keys({versions_object}))) AS v(channel)
     ), {delta_chain}
     {chain_arrays}
 ) bl
@@ -179,7 +185,7 @@ WITH RECURSIVE listed AS MATERIALIZED (
 ), level_head AS (
     SELECT c.thread_id, c.checkpoint_ns, v.channel, v.version
     FROM listed c
-    CROSS JOIN LATERAL jsonb_each_text(c.channel_versions) AS v(channel, version)
+    CROSS JOIN LATERAL jsonb_each_text({versions_object}) AS v(channel, version)
     WHERE NOT (v.channel = ANY(c.inline_channels))
 ), {level_walk}
 SELECT 'v' AS kind, b.thread_id, b.checkpoint_ns, NULL::text AS checkpoint_id, b.channel,

@@ -449,7 +449,9 @@ CASES = [
 
 
 def test_the_cases_cover_every_column_of_every_table(stage: Stage) -> None:
-    # the saver's tables; the store's are tampered with in test_store_encryption.py
+    # the saver's tables; the store's are tampered with in test_store_encryption.py.
+    # pgc_deletions is read by puts only (was a missing parent deleted?): an edit
+    # there changes which puts are refused, never what a read returns
     with psycopg.connect(stage.dsn) as conn:
         found = {
             (table, column)
@@ -457,6 +459,7 @@ def test_the_cases_cover_every_column_of_every_table(stage: Stage) -> None:
                 "SELECT table_name, column_name FROM information_schema.columns"
                 " WHERE table_schema = 'public' AND table_name LIKE 'pgc\\_%'"
                 " AND NOT starts_with(table_name, 'pgc_store')"
+                " AND table_name <> 'pgc_deletions'"
             )
         }
     assert found == {(table, column) for table, column, _ in CASES}

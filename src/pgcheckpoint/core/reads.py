@@ -26,7 +26,7 @@ from ..codec.metadata import STRUCTURAL_KEYS, json_projection, metadata_matches
 from ..errors import InvalidInputError
 from ..ops import Op, Row, Stmt
 from ..validate import check_count, check_id, configurable, thread_of
-from .rows import MAX_CHAIN_DEPTH, checkpoint_keys, row_key
+from .rows import MAX_CHAIN_DEPTH, checkpoint_keys, read_channel_versions, row_key
 from .sharing import NotWhole, handout
 from .state import SaverState
 
@@ -212,10 +212,11 @@ def listed_values_op(saver: SaverState, rows: list[Row]) -> Op[list[Row]]:
             "blob_types": [],
             "blob_values": [],
         }
-        for channel in sorted(row["channel_versions"] or {}):
+        versions = read_channel_versions(row)
+        for channel in sorted(versions):
             chain: list[Row] = []
             # str: rows imported from the official saver's oldest schema have ints
-            at: str | None = str(row["channel_versions"][channel])
+            at: str | None = str(versions[channel])
             while at is not None and len(chain) <= MAX_CHAIN_DEPTH:
                 found_piece = pieces.get((row["thread_id"], row["checkpoint_ns"], channel, at))
                 if found_piece is None:
@@ -245,6 +246,7 @@ def load_tuple(saver: SaverState, row: Row, memo: ListingMemo | None = None) -> 
     `memo` lets the rows of one `list` call share the decoding of list pieces.
     """
     thread_id, ns, checkpoint_id = row_key(row)
+    versions = read_channel_versions(row)
     pieces = stored_pieces(row)
     stored = [ch for ch, chain in pieces.items() if chain[-1][1] != "empty"]
     record, parent = saver.open_record(row, stored)
@@ -257,7 +259,7 @@ def load_tuple(saver: SaverState, row: Row, memo: ListingMemo | None = None) -> 
         else:
             values[channel] = load_listed_value(saver, key, chain, memo)
     record["channel_values"] = values
-    record["channel_versions"] = dict(row["channel_versions"] or {})
+    record["channel_versions"] = versions
     pending = [
         (
             task_id,

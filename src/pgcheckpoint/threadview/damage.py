@@ -27,6 +27,7 @@ from typing import Any
 
 from psycopg import sql
 
+from ..core.rows import channel_versions_of, json_kind
 from .model import Damage
 
 __all__ = [
@@ -36,51 +37,6 @@ __all__ = [
     "projection_of",
     "versions_seen_of",
 ]
-
-
-def json_kind(value: Any) -> str:
-    """What JSON value a column holds, for a message.
-
-    Example:
-        >>> json_kind([1]), json_kind(None), json_kind("x")
-        ('a JSON array', 'JSON null', 'a JSON string')
-    """
-    if value is None:
-        return "JSON null"
-    if isinstance(value, bool):
-        return "a JSON boolean"
-    if isinstance(value, int | float):
-        return "a JSON number"
-    if isinstance(value, str):
-        return "a JSON string"
-    if isinstance(value, list):
-        return "a JSON array"
-    if isinstance(value, Mapping):
-        return "a JSON object"
-    return type(value).__name__
-
-
-def channel_versions_of(value: Any) -> tuple[dict[str, Any], list[str]]:
-    """The usable versions of a `channel_versions` column, and what is wrong with it.
-
-    Example:
-        >>> channel_versions_of({"a": "1", "b": {"x": 1}})
-        ({'a': '1'}, ["column channel_versions gives channel 'b' a JSON object, not a version"])
-    """
-    if not isinstance(value, Mapping):
-        return {}, [f"column channel_versions is {json_kind(value)}, not an object"]
-    versions: dict[str, Any] = {}
-    problems = []
-    for channel, version in value.items():
-        # LangGraph's versions are text, int or float (ChannelVersions)
-        if isinstance(version, str | int | float) and not isinstance(version, bool):
-            versions[channel] = version
-        else:
-            problems.append(
-                f"column channel_versions gives channel {channel!r} {json_kind(version)}, "
-                "not a version"
-            )
-    return versions, problems
 
 
 def projection_of(value: Any) -> tuple[dict[str, Any], list[str]]:
