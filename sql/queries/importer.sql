@@ -45,14 +45,3 @@ FROM unnest(%(checkpoint_nss)s::text[], %(checkpoint_ids)s::text[])
 JOIN {schema}.checkpoint_writes w
   ON w.thread_id = %(thread_id)s AND w.checkpoint_ns = k.checkpoint_ns
  AND w.checkpoint_id = k.checkpoint_id
-
--- name: lg_pending_sends
--- Before checkpoint format v4 the sends of a step were writes to the TASKS
--- channel of the parent checkpoint, in `writes_sort_key` order.
-SELECT w.checkpoint_ns, w.checkpoint_id, w.type, w.blob
-FROM unnest(%(checkpoint_nss)s::text[], %(checkpoint_ids)s::text[])
-     AS k(checkpoint_ns, checkpoint_id)
-JOIN {schema}.checkpoint_writes w
-  ON w.thread_id = %(thread_id)s AND w.checkpoint_ns = k.checkpoint_ns
- AND w.checkpoint_id = k.checkpoint_id AND w.channel = '__pregel_tasks'
-ORDER BY w.checkpoint_ns, w.checkpoint_id, {writes_order}

@@ -201,3 +201,19 @@ CROSS JOIN LATERAL (
 UNION ALL
 SELECT 'c', c.thread_id, c.checkpoint_ns, c.checkpoint_id, NULL, NULL, NULL, NULL, NULL
 FROM listed c
+
+-- name: parent_sends
+-- retry: safe
+-- The sends of the checkpoints older than LangGraph's format v4 whose parents
+-- are given: the parents' writes to __pregel_tasks (pgcheckpoint.core.sends),
+-- in `writes_order`. Run only for such checkpoints. `thread_id = ANY` repeats
+-- what the join says, as in listed_values, for tables partitioned by thread.
+SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.task_path, w.idx,
+       w.channel, w.type, w.blob
+FROM unnest(%(thread_ids)s::text[], %(checkpoint_nss)s::text[], %(checkpoint_ids)s::text[])
+     AS k(thread_id, checkpoint_ns, checkpoint_id)
+JOIN {schema}.pgc_writes w
+  ON w.thread_id = k.thread_id AND w.checkpoint_ns = k.checkpoint_ns
+ AND w.checkpoint_id = k.checkpoint_id AND w.channel = '__pregel_tasks'
+WHERE w.thread_id = ANY(%(thread_ids)s::text[])
+ORDER BY {writes_order}

@@ -22,6 +22,7 @@ from pgcheckpoint import PostgresSaver
 from pgcheckpoint.core.deletes import delete_for_runs_op, prune_op
 from pgcheckpoint.core.delta_history import delta_history_op
 from pgcheckpoint.core.reads import get_tuple_op, list_op
+from pgcheckpoint.core.sends import parent_sends_op
 from pgcheckpoint.maintenance.retention import _trim_batch_op
 from pgcheckpoint.ops import Stmt
 
@@ -88,6 +89,22 @@ def test_reads(populated: tuple[str, PostgresSaver], limit: int | None) -> None:
     for config in ({"configurable": {"thread_id": "chat", "checkpoint_ns": ""}}, None):
         stmts += statements_of_list(dsn, saver, config, limit)
     assert_cheap(dsn, saver, stmts)
+
+
+def test_the_sends_of_pre_v4_checkpoints_are_read_by_key(
+    populated: tuple[str, PostgresSaver],
+) -> None:
+    """`parent_sends`, for a page of parents (a listing of pre-v4 checkpoints), is cheap."""
+    dsn, saver = populated
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        keys = conn.execute(
+            "SELECT thread_id, checkpoint_ns, checkpoint_id FROM pgc_checkpoints"
+            " WHERE thread_id = 'chat' ORDER BY checkpoint_id DESC LIMIT 100"
+        ).fetchall()
+    assert len(keys) == 100
+    stmt = next(parent_sends_op(saver, keys))
+    assert stmt.name == "parent_sends"
+    assert_cheap(dsn, saver, [stmt])
 
 
 # The maintenance statements run under bounded_plans, without JIT whatever they cost.

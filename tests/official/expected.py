@@ -28,16 +28,10 @@ class Difference:
 # What each kind of reason says; docs/moving.md says the same in prose.
 INTERNALS = "reaches the official saver's internals: "
 DIFFERS = "a behaviour that differs on purpose: "
-NOT_YET = "not the official behaviour yet (issue 32): "
 
 _NUL_KEPT = Difference(
     DIFFERS + "NUL characters in metadata strings are kept, where the official strips them",
     "assert '\\x00abc' == 'abc'",
-)
-_SENDS = Difference(
-    NOT_YET + "a checkpoint below format version 4 reads back without the parent's "
-    "pending sends in channel_values['__pregel_tasks'] (item 2)",
-    "__pregel_ta",
 )
 _CURSOR_HOOKS = Difference(
     INTERNALS + "it replaces the saver's _cursor() to run a second saver between the "
@@ -65,12 +59,10 @@ DIFFERENCES: dict[str, dict[str, Difference]] = {
             "pgcheckpoint's schema comes from Alembic revisions",
             "has no attribute 'MIGRATIONS'",
         ),
-        "test_pending_sends_migration": _SENDS,
         "test_get_checkpoint_no_channel_values": _NO_CHANNEL_VALUES,
     },
     "test_async.py": {
         "test_null_chars": _NUL_KEPT,
-        "test_pending_sends_migration": _SENDS,
         "test_get_checkpoint_no_channel_values": _NO_CHANNEL_VALUES,
     },
     "test_prune.py": {
@@ -79,7 +71,6 @@ DIFFERENCES: dict[str, dict[str, Difference]] = {
             "heads are rebuilt from, where the official refuses it with NotImplementedError",
             "DID NOT RAISE",
         ),
-        "test_keep_latest_keeps_the_parent_holding_a_pre_v4_heads_sends": _SENDS,
         "test_keep_latest_keeps_a_checkpoint_saved_while_it_runs": _CURSOR_HOOKS,
         "test_keep_latest_refuses_a_thread_that_turns_delta_after_the_batch_check": _CURSOR_HOOKS,
         "test_keep_latest_keeps_the_history_of_a_delta_checkpoint_saved_after_the_thread_check": (

@@ -34,12 +34,24 @@ def drive(op: Op[Any], replies: list[Any]) -> tuple[list[Stmt], Any]:
         return sent, done.value
 
 
-def put(core: SaverState, thread_id: str, values: dict[str, Any], parent: Any = None) -> Stmt:
-    """Save a checkpoint holding `values`: the put_checkpoint statement, run as stored."""
+def put(
+    core: SaverState,
+    thread_id: str,
+    values: dict[str, Any],
+    parent: Any = None,
+    *,
+    v: int | None = None,
+) -> Stmt:
+    """Save a checkpoint holding `values`: the put_checkpoint statement, run as stored.
+
+    `v` is its format (the conformance suite's checkpoints are in format 1).
+    """
     config = generate_config(thread_id)
     if parent is not None:
         config["configurable"]["checkpoint_id"] = parent.params["checkpoint_id"]
     checkpoint, versions = with_values(values)
+    if v is not None:
+        checkpoint["v"] = v
     sent, _ = drive(
         put_op(core, config, checkpoint, generate_metadata(step=len(values)), versions),
         [[{"stored": True}]],

@@ -25,12 +25,13 @@ from langgraph.checkpoint.postgres.base import BasePostgresSaver
 from langgraph.checkpoint.serde.types import TASKS
 from langgraph.types import Send
 from psycopg import errors as pg_errors
+from support.ops import drive
 from support.sweeps import Ran, Script, run_op, run_sweep
 
 from pgcheckpoint import DecryptionError, EncryptedSerde, InvalidInputError
 from pgcheckpoint.codec.labels import PLAINTEXT_LABEL, cipher_label
 from pgcheckpoint.core.copies import COPIED_WRITE_COLUMNS
-from pgcheckpoint.core.reads import load_tuple
+from pgcheckpoint.core.reads import get_tuple_op, load_tuple
 from pgcheckpoint.core.state import SaverState
 from pgcheckpoint.maintenance.importer import (
     REQUIRED_SOURCE_MIGRATION,
@@ -165,6 +166,11 @@ def rows_of(*thread_ids: str) -> list[Row]:
 
 def read_back(core: SaverState, params: dict[str, Any], checkpoint_id: str) -> CheckpointTuple:
     """An imported checkpoint as get_tuple reads it back (`checkpoint_tuple_from`)."""
+    return load_tuple(core, imported_row(params, checkpoint_id))
+
+
+def imported_row(params: dict[str, Any], checkpoint_id: str) -> Row:
+    """The row of `checkpoint_tuple_from` an imported checkpoint reads back as."""
     i = params["checkpoint_id"].index(checkpoint_id)
     ns = params["checkpoint_ns"][i]
     versions = json.loads(params["channel_versions"][i])
@@ -219,7 +225,20 @@ def read_back(core: SaverState, params: dict[str, Any], checkpoint_id: str) -> C
         "sealed_metadata": json.loads(params["metadata"][i]) if sealed else None,
         "sealed_parent_exists": None,
     }
-    return load_tuple(core, row)
+    return row
+
+
+def imported_writes(params: dict[str, Any], checkpoint_id: str, channel: str) -> list[Row]:
+    """The imported writes of a checkpoint to `channel`, as `parent_sends` returns them."""
+    writes = [
+        dict(zip(COPIED_WRITE_COLUMNS, w, strict=True))
+        for w in zip(*(params[f"write_{c}"] for c in COPIED_WRITE_COLUMNS), strict=True)
+    ]
+    return [
+        {"thread_id": params["thread_id"], **w}
+        for w in sorted(writes, key=lambda w: (w["task_path"], w["task_id"], w["idx"]))
+        if w["checkpoint_id"] == checkpoint_id and w["channel"] == channel
+    ]
 
 
 def import_one(
@@ -427,7 +446,7 @@ def test_a_stored_value_wins_over_the_inline_marker_of_a_delta_snapshot() -> Non
     assert read_back(SaverState(), params, "c1").checkpoint["channel_values"] == {"log": ["a", "b"]}
 
 
-def test_the_sends_of_a_pre_v4_checkpoint_move_into_its_own_values() -> None:
+def test_the_sends_of_a_pre_v4_checkpoint_stay_writes_of_its_parent_and_read_back_moved() -> None:
     thread = Official()
     first = thread.put("c1", {"count": 1}, v=1)
     sends = [Send("work", {"item": 1}), Send("work", {"item": 2})]
@@ -437,49 +456,30 @@ def test_the_sends_of_a_pre_v4_checkpoint_move_into_its_own_values() -> None:
     # a channel last written at c1 keeps its older version
     thread.checkpoints[1]["checkpoint"]["channel_versions"]["label"] = version(1)
     page = thread.page("c1", "c2")
-    legacy_sends = [
-        {
-            "checkpoint_ns": "",
-            "checkpoint_id": w["checkpoint_id"],
-            "type": w["type"],
-            "blob": w["blob"],
-        }
-        for w in thread.writes
-    ]
     ran, stats = import_one(
         LangGraphImporter(SaverState()),
         thread,
-        [page, thread.writes_of(page), thread.blobs_of(page), legacy_sends],
+        [page, thread.writes_of(page), thread.blobs_of(page)],
         INSERTED,
     )
-    # only c2 has a parent whose writes held its sends
-    assert dict(ran[1].stmt("lg_pending_sends").params) == {
-        "thread_id": "t",
-        "checkpoint_nss": [""],
-        "checkpoint_ids": ["c1"],
-    }
     params = inserted(ran[2])
-    tup = read_back(SaverState(), params, "c2")
+    # copied as they are: the parent's writes, no value made of them
+    assert stats.writes == 2 and params["blob_channel"] == []
+    assert TASKS not in json.loads(params["channel_versions"][1])
+    # a read of c2 moves them, and gives the channel the version the official saver gives it
+    config = {"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": "c2"}}
+    stmts, tup = drive(
+        get_tuple_op(SaverState(), config),
+        [[imported_row(params, "c2")], imported_writes(params, "c1", TASKS)],
+    )
+    assert [s.name for s in stmts] == ["get_checkpoint_by_id", "parent_sends"]
     assert tup.checkpoint["channel_values"] == {"count": 2, TASKS: sends}
-    # the version the official saver gives it when it reads the row: the newest there
     official = json.loads(json.dumps(thread.checkpoints[1]["checkpoint"]))
-    stored = [(s["type"].encode(), s["blob"]) for s in legacy_sends]
+    stored = [(w["type"].encode(), w["blob"]) for w in thread.writes]
     OFFICIAL._migrate_pending_sends(stored, official, [])
     assert tup.checkpoint["channel_versions"] == official["channel_versions"]
     assert official["channel_versions"][TASKS] == version(2)
     assert TASKS not in read_back(SaverState(), params, "c1").checkpoint["channel_values"]
-    assert stats.blobs == 1  # the value made of the sends
-
-
-def test_a_pre_v4_checkpoint_whose_parent_sent_nothing_gets_no_tasks_value() -> None:
-    thread = Official()
-    first = thread.put("c1", {"count": 1}, v=1)
-    thread.put("c2", {"count": 2}, parent=first, v=1)
-    page = thread.page("c1", "c2")
-    ran, _ = import_one(LangGraphImporter(SaverState()), thread, [page, [], [], []], INSERTED)
-    params = inserted(ran[2])
-    assert params["blob_channel"] == []
-    assert TASKS not in json.loads(params["channel_versions"][1])
 
 
 class CustomSerde:
@@ -683,38 +683,6 @@ def test_a_source_thread_id_too_long_for_pgcheckpoint_fails_that_thread_only() -
     assert (stats.threads, stats.checkpoints) == (1, 1)
     # nothing was read of the long one
     assert [r.names[0] for r in ran][1] == "thread_checkpoint_ids"
-
-
-def legacy_thread(send_type: str, send_blob: bytes) -> tuple[Official, Script]:
-    """Thread `t` in format v1 whose second checkpoint's parent sent one stored send."""
-    thread = Official()
-    thread.put("c1", {"count": 1}, v=1)
-    thread.put("c2", {"count": 2}, parent="c1", v=1)
-    page = thread.page("c1", "c2")
-    send = {"checkpoint_ns": "", "checkpoint_id": "c1", "type": send_type, "blob": send_blob}
-    return thread, [page, [], [], [send]]
-
-
-def test_a_legacy_send_whose_bytes_are_corrupt_fails_its_thread_only() -> None:
-    thread, read = legacy_thread("msgpack", b"\xc1")
-    ran, stats = import_one(LangGraphImporter(SaverState()), thread, read)
-    assert list(stats.failed) == ["t"]
-    assert stats.checkpoints == 0
-    assert [r.names[-1] for r in ran] == ["thread_checkpoint_ids", "lg_pending_sends"]
-
-
-def test_a_legacy_send_of_a_type_no_serializer_reads_fails_its_thread_only() -> None:
-    # the official saver with JsonPlusSerializer(pickle_fallback=True) stored it
-    _, read = legacy_thread("pickle", b"\x80\x04K\x01.")
-    other = Official("u")
-    other.put("u1", {"n": 1})
-    _, stats = run_sweep(
-        import_sweep(LangGraphImporter(SaverState()), SOURCE, ["t", "u"]),
-        [[[]], read, [[]], other.read_script("u1"), INSERTED],
-    )
-    assert list(stats.failed) == ["t"]
-    assert "type 'pickle'" in stats.failed["t"] and "--from-serde" in stats.failed["t"]
-    assert (stats.threads, stats.checkpoints) == (1, 1)
 
 
 def test_a_page_the_target_refuses_fails_its_thread_and_keeps_the_pages_before() -> None:

@@ -11,10 +11,11 @@ from collections.abc import Sequence
 
 import pytest
 from langgraph.checkpoint.conformance.test_utils import generate_config
+from langgraph.checkpoint.serde.types import TASKS
 from psycopg.types.json import Jsonb
 from support.ops import drive, pieces_of, put, put_writes, saved_writes
 
-from pgcheckpoint import DecryptionError, EncryptedSerde, InvalidInputError
+from pgcheckpoint import DecryptionError, EncryptedSerde, InvalidInputError, UnreadableValueError
 from pgcheckpoint.core.delta_history import delta_history_op
 from pgcheckpoint.core.reads import decode_listed, get_tuple_op, list_op
 from pgcheckpoint.core.rows import MAX_CHAIN_DEPTH
@@ -101,9 +102,10 @@ def value_rows(stored: Sequence[Stmt], alive: Sequence[Stmt]) -> list[Row]:
 
 
 def a_chat(core: SaverState) -> tuple[Stmt, Stmt]:
-    """Two checkpoints of thread `t`: a list, then the list grown (stored as a delta)."""
-    first = put(core, "t", {"title": "chat", "messages": MESSAGES})
-    second = put(core, "t", {"title": "chat", "messages": [*MESSAGES, "new"]}, parent=first)
+    """Two checkpoints of thread `t` in the current format: a list, then the list grown
+    (stored as a delta)."""
+    first = put(core, "t", {"title": "chat", "messages": MESSAGES}, v=4)
+    second = put(core, "t", {"title": "chat", "messages": [*MESSAGES, "new"]}, parent=first, v=4)
     assert second.params["blob_bases"] == [first.params["blob_versions"][0]]
     return first, second
 
@@ -294,6 +296,166 @@ def test_list_filters_go_to_the_statement_and_what_jsonb_cannot_hold_is_rechecke
     assert sent[0].params["limit"] is None
     assert sent[0].params["filter"].obj == {"note": "a\ufffdb"}
     assert recheck == lossy
+
+
+# -- checkpoints older than format v4 -------------------------------------------------
+
+
+def a_step_with_sends(core: SaverState, v: int) -> tuple[Stmt, list[Stmt], Stmt]:
+    """Thread `t`: a checkpoint whose tasks sent three packets (and wrote something
+    else), then its child in format `v`."""
+    first = put(core, "t", {"count": 1}, v=v)
+    writes = [
+        put_writes(core, first, [(TASKS, {"send": 2}), (TASKS, {"send": 3})], "task-b"),
+        put_writes(core, first, [(TASKS, {"send": 1}), ("count", 5)], "task-a"),
+    ]
+    second = put(core, "t", {"count": 2}, parent=first, v=v)
+    return first, writes, second
+
+
+# in writes_sort_key order: task_path, task_id, idx
+SENT = [{"send": 1}, {"send": 2}, {"send": 3}]
+
+
+def sends_rows(at: Stmt, writes: Sequence[Stmt]) -> list[Row]:
+    """What `parent_sends` returns for checkpoint `at` holding `writes`."""
+    rows = [
+        {
+            "thread_id": at.params["thread_id"],
+            "checkpoint_ns": at.params["checkpoint_ns"],
+            "checkpoint_id": at.params["checkpoint_id"],
+            "task_id": w.params["task_id"],
+            "task_path": w.params["task_path"],
+            "idx": idx,
+            "channel": channel,
+            "type": type_,
+            "blob": data,
+        }
+        for w in writes
+        for idx, channel, type_, data in saved_writes(w)
+        if channel == TASKS
+    ]
+    return sorted(rows, key=lambda r: (r["task_path"], r["task_id"], r["idx"]))
+
+
+@pytest.mark.parametrize("serde", sorted(SERDES))
+def test_a_pre_v4_checkpoint_gets_its_parents_sends_in_one_more_statement(serde: str) -> None:
+    core = SaverState(serde=SERDES[serde])
+    first, writes, second = a_step_with_sends(core, v=1)
+    config = generate_config("t", checkpoint_id=second.params["checkpoint_id"])
+    sent, tup = drive(
+        get_tuple_op(core, config), [[tuple_row(second, [])], sends_rows(first, writes)]
+    )
+    assert [s.name for s in sent][1:] == ["parent_sends"]
+    assert {k: list(v) for k, v in sent[1].params.items()} == {
+        "thread_ids": ["t"],
+        "checkpoint_nss": [""],
+        "checkpoint_ids": [first.params["checkpoint_id"]],
+    }
+    assert tup.checkpoint["channel_values"] == {"count": 2, TASKS: SENT}
+    # the channel gets the newest of the checkpoint's versions, as the official saver gives it
+    versions = second.params["channel_versions"].obj
+    assert tup.checkpoint["channel_versions"] == {**versions, TASKS: max(versions.values())}
+    # a read decodes them anew: editing one changes no later read
+    tup.checkpoint["channel_values"][TASKS][0]["send"] = "edited"
+    _, again = drive(
+        get_tuple_op(core, config), [[tuple_row(second, [])], sends_rows(first, writes)]
+    )
+    assert again.checkpoint["channel_values"][TASKS] == SENT
+
+
+def test_a_sealed_write_relabelled_as_a_send_is_refused() -> None:
+    core = SaverState(serde=SERDES["encrypted"])
+    first, writes, second = a_step_with_sends(core, v=1)
+    config = generate_config("t", checkpoint_id=second.params["checkpoint_id"])
+    forged = [
+        {
+            **sends_rows(first, writes)[0],
+            "task_id": "task-a",
+            "idx": 1,
+            "type": writes[1].params["types"][1],
+            "blob": writes[1].params["blobs"][1],
+        }
+    ]
+    with pytest.raises(DecryptionError, match="channel"):
+        drive(get_tuple_op(core, config), [[tuple_row(second, [])], forged])
+
+
+def test_a_checkpoint_of_format_v4_or_without_parent_or_sends_reads_as_it_is() -> None:
+    core = SaverState()
+    _, _, second = a_step_with_sends(core, v=4)
+    config = generate_config("t", checkpoint_id=second.params["checkpoint_id"])
+    sent, tup = drive(get_tuple_op(core, config), [[tuple_row(second, [])]])
+    assert [s.name for s in sent] == ["get_checkpoint_by_id"]
+    assert tup.checkpoint["channel_values"] == {"count": 2}
+    root = put(core, "t", {"count": 1}, v=1)
+    sent, _ = drive(get_tuple_op(core, config), [[tuple_row(root, [])]])
+    assert [s.name for s in sent] == ["get_checkpoint_by_id"]
+    # a parent that sent nothing: the checkpoint keeps its versions
+    _, _, second = a_step_with_sends(core, v=1)
+    sent, tup = drive(get_tuple_op(core, config), [[tuple_row(second, [])], []])
+    assert [s.name for s in sent][1:] == ["parent_sends"]
+    assert tup.checkpoint["channel_versions"] == second.params["channel_versions"].obj
+
+
+def test_a_listing_takes_the_sends_of_a_listed_parent_from_its_row() -> None:
+    core = SaverState()
+    first, writes, second = a_step_with_sends(core, v=1)
+    page = [listed_row(second), listed_row(first, writes)]
+    config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    sent, (kept, _) = drive(list_op(core, config), [page, value_rows([], [first, second])])
+    assert [s.name for s in sent] == ["list_thread_checkpoints", "listed_values"]
+    child, parent = decode_listed(core, kept, None, None)
+    assert child.checkpoint["channel_values"] == {"count": 2, TASKS: SENT}
+    assert TASKS not in parent.checkpoint["channel_values"]
+    # the parent's own pending writes are decoded apart from the child's sends
+    sends = [w for _, channel, w in parent.pending_writes if channel == TASKS]
+    assert sends == [{"send": 1}, {"send": 2}, {"send": 3}]
+    assert not any(a is b for a in sends for b in child.checkpoint["channel_values"][TASKS])
+
+
+def test_a_listing_reads_the_sends_of_parents_it_does_not_hold_in_one_statement() -> None:
+    core = SaverState()
+    first, writes, second = a_step_with_sends(core, v=1)
+    # a fork: two children of one parent, which the page does not hold
+    fork = put(core, "t", {"count": 3}, parent=first, v=1)
+    page = [listed_row(fork), listed_row(second)]
+    config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    sent, (kept, _) = drive(
+        list_op(core, config, limit=2),
+        [page, value_rows([], [fork, second]), sends_rows(first, writes)],
+    )
+    assert [s.name for s in sent] == ["list_thread_checkpoints", "listed_values", "parent_sends"]
+    assert list(sent[2].params["checkpoint_ids"]) == [first.params["checkpoint_id"]]
+    a, b = decode_listed(core, kept, None, None)
+    assert a.checkpoint["channel_values"][TASKS] == b.checkpoint["channel_values"][TASKS] == SENT
+    assert a.checkpoint["channel_values"][TASKS][0] is not b.checkpoint["channel_values"][TASKS][0]
+    # current checkpoints whose parent is not listed: no more statements
+    _, _, current = a_step_with_sends(core, v=4)
+    sent, (kept, _) = drive(
+        list_op(core, config, limit=1), [[listed_row(current)], value_rows([], [current])]
+    )
+    assert [s.name for s in sent] == ["list_thread_checkpoints", "listed_values"]
+    (tup,) = decode_listed(core, kept, None, None)
+    assert tup.checkpoint["channel_values"] == {"count": 2}
+
+
+def test_an_unreadable_record_of_a_listing_raises_at_its_turn() -> None:
+    core = SaverState()
+    first, second = a_chat(core)
+    _, _, legacy = a_step_with_sends(core, v=1)
+    broken = listed_row(legacy)
+    broken["checkpoint"] = b"\xc1"  # no msgpack
+    page = [listed_row(second), listed_row(first), broken]
+    sent, (kept, _) = drive(
+        list_op(core, None), [page, value_rows([first, second], [first, second, legacy])]
+    )
+    assert [s.name for s in sent] == ["list_checkpoints", "listed_values"]
+    listed = decode_listed(core, kept, None, None)
+    assert next(listed).checkpoint["id"] == second.params["checkpoint_id"]
+    assert next(listed).checkpoint["id"] == first.params["checkpoint_id"]
+    with pytest.raises(UnreadableValueError):
+        next(listed)
 
 
 # -- delta_history_op ---------------------------------------------------------------

@@ -11,6 +11,7 @@ put_writes), `reads` (get_tuple, list), `delta_history` (DeltaChannel),
 `caches` and `appends` (what a saver keeps between calls), `sharing` (the
 rule of what a value handed out may share, and the copies it takes),
 `locks` (every advisory lock), `official` (the official saver's tables),
+`sends` (the rule for the sends of checkpoints older than format v4),
 `rows` (row keys). Internal: no stability promise.
 
 Example:

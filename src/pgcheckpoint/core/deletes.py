@@ -30,8 +30,10 @@ procedure of `sql/retention.sql` leaves the threads it cannot apply it to):
   a subgraph call's namespace goes with the checkpoint it ran from.
 - its parent, when that holds the sends of its step: a checkpoint older than
   LangGraph's format v4 has them as writes of its parent (to `__pregel_tasks`,
-  of which it has no version). The importer moves them into the checkpoint
-  (`pgcheckpoint.maintenance.importer`), after which it needs no parent.
+  of which it has no version), which a read moves into it
+  (`pgcheckpoint.core.sends`). One that has a version of that channel needs
+  no parent: `import-langgraph` of pgcheckpoint 0.1 moved the sends into the
+  rows it copied.
 
 Example:
     >>> from pgcheckpoint.core.deletes import delete_thread_op

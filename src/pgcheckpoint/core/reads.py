@@ -1,5 +1,13 @@
 """Reading checkpoints: `get_tuple` and `list`, and decoding their rows.
 
+A checkpoint older than LangGraph's format v4 gets the sends its parent holds
+(`pgcheckpoint.core.sends`): `get_tuple` reads them in one more statement,
+for such a checkpoint only; `list` takes them from the listed parent, and
+reads those of parents the page does not hold in one statement, after opening
+the records of the checkpoints whose parent is not listed (usually the oldest
+one) to learn their format. A listing of current checkpoints runs no more
+statements than before.
+
 Example:
     >>> from pgcheckpoint.core.reads import get_tuple_op
     >>> from pgcheckpoint.core.state import SaverState
@@ -23,10 +31,18 @@ from psycopg.types.json import Jsonb
 
 from ..codec.binding import as_sealer, binding
 from ..codec.metadata import STRUCTURAL_KEYS, json_projection, metadata_matches
-from ..errors import InvalidInputError
+from ..errors import InvalidInputError, UnreadableValueError
 from ..ops import Op, Row, Stmt
 from ..validate import check_count, check_id, configurable, thread_of
 from .rows import MAX_CHAIN_DEPTH, checkpoint_keys, read_channel_versions, row_key
+from .sends import (
+    WriteRow,
+    load_sends,
+    move_sends,
+    parent_sends_op,
+    sends_parent,
+    tuple_sends_parent,
+)
 from .sharing import NotWhole, handout
 from .state import SaverState
 
@@ -65,7 +81,14 @@ def get_tuple_op(saver: SaverState, config: RunnableConfig) -> Op[CheckpointTupl
             params,
             fetch=True,
         )
-    return load_tuple(saver, rows[0]) if rows else None
+    if not rows:
+        return None
+    tup = load_tuple(saver, rows[0])
+    parent = tuple_sends_parent(tup)
+    if parent is not None:
+        found = yield from parent_sends_op(saver, [parent])
+        move_sends(saver, tup.checkpoint, load_sends(saver, parent, found.get(parent, ())))
+    return tup
 
 
 def list_op(
@@ -132,10 +155,12 @@ def list_op(
     rows = yield stmt
     if rows:
         rows = yield from listed_values_op(saver, rows)
+    recheck = filter if lossy else None
     if filter and sealed:
         rows = yield from sealed_matches_op(saver, stmt, rows, filter, lossy, limit)
-        return rows, None
-    return rows, (filter if lossy else None)
+        recheck = None
+    yield from unlisted_parent_sends_op(saver, rows)
+    return rows, recheck
 
 
 def _before_id(before: Mapping[str, Any] | None) -> Any:
@@ -183,6 +208,39 @@ def sealed_matches_op(
         rows = yield stmt
         if rows:
             rows = yield from listed_values_op(saver, rows)
+
+
+def unlisted_parent_sends_op(saver: SaverState, rows: list[Row]) -> Op[None]:
+    """Read the sends of the listed pre-v4 checkpoints whose parent is not listed.
+
+    The record of each listed checkpoint whose parent the page does not hold
+    is opened here (and kept on its row for `load_tuple`) to learn its
+    format; for those older than v4, their parents' sends are read in one
+    statement and kept on the rows (`_parent_writes`) for `decode_listed`.
+    A record that cannot be opened is left for `decode_listed` to raise at
+    its turn, as it did before.
+    """
+    listed = {row_key(row) for row in rows}
+    wanted: dict[tuple[str, str, str], list[Row]] = {}
+    for row in rows:
+        thread_id, ns, _ = row_key(row)
+        if not row["parent_checkpoint_id"]:
+            continue
+        if (thread_id, ns, row["parent_checkpoint_id"]) in listed:
+            continue
+        try:
+            row["_opened"] = opened = saver.open_record(row, _stored(stored_pieces(row)))
+        except UnreadableValueError:
+            continue  # raised when its turn comes, after the rows before it
+        key = sends_parent(row_key(row), *opened)
+        if key is not None:
+            wanted.setdefault(key, []).append(row)
+    if not wanted:
+        return
+    found = yield from parent_sends_op(saver, wanted)
+    for key, children in wanted.items():
+        for row in children:
+            row["_parent_writes"] = found.get(key, [])
 
 
 def listed_values_op(saver: SaverState, rows: list[Row]) -> Op[list[Row]]:
@@ -248,8 +306,10 @@ def load_tuple(saver: SaverState, row: Row, memo: ListingMemo | None = None) -> 
     thread_id, ns, checkpoint_id = row_key(row)
     versions = read_channel_versions(row)
     pieces = stored_pieces(row)
-    stored = [ch for ch, chain in pieces.items() if chain[-1][1] != "empty"]
-    record, parent = saver.open_record(row, stored)
+    stored = _stored(pieces)
+    # opened already when `list` had to learn its format (unlisted_parent_sends_op)
+    opened = row.pop("_opened", None)
+    record, parent = opened if opened is not None else saver.open_record(row, stored)
     values = dict(record.get("channel_values") or {})
     for channel in stored:
         chain = pieces[channel]
@@ -275,6 +335,11 @@ def load_tuple(saver: SaverState, row: Row, memo: ListingMemo | None = None) -> 
     ]
     metadata = row["_metadata"] if "_metadata" in row else saver.open_metadata(row)
     return checkpoint_tuple(row_key(row), record, metadata, parent, pending)
+
+
+def _stored(pieces: Mapping[str, Sequence[Piece]]) -> list[str]:
+    # the channels a row has a stored value of (not marked empty)
+    return [ch for ch, chain in pieces.items() if chain[-1][1] != "empty"]
 
 
 def load_listed_value(
@@ -319,14 +384,25 @@ def load_listed_value(
 def decode_listed(
     saver: SaverState, rows: Iterable[Row], recheck: Mapping[str, Any] | None, limit: int | None
 ) -> Generator[CheckpointTuple, None, None]:
-    """Decode listed rows lazily, applying a filter JSONB could not hold."""
+    """Decode listed rows lazily, applying a filter JSONB could not hold.
+
+    A pre-v4 checkpoint gets its parent's sends: those `list_op` read, or
+    those of the listed parent's row.
+    """
     count = 0
     rows = list(rows)
     memo = ListingMemo.of(rows)
+    page = {row_key(row): row for row in rows}
     for row in rows:
         if limit is not None and count >= limit:
             return
         tup = load_tuple(saver, row, memo)
+        parent = tuple_sends_parent(tup)
+        if parent is not None:
+            writes: Iterable[WriteRow] = row.get("_parent_writes", ())
+            if parent in page:
+                writes = pending_write_rows(page[parent])
+            move_sends(saver, tup.checkpoint, load_sends(saver, parent, writes))
         if recheck is not None and not metadata_matches(tup.metadata, recheck):
             continue
         count += 1
@@ -360,7 +436,7 @@ def stored_pieces(row: Row) -> dict[str, list[Piece]]:
     return pieces
 
 
-def pending_write_rows(row: Row) -> Iterator[tuple[str, int, str, str | None, str, bytes]]:
+def pending_write_rows(row: Row) -> Iterator[WriteRow]:
     """(task id, idx, channel, task path, type, bytes) of each pending write of a row.
 
     The task path is None when the row has none (a plain saver's statements

@@ -223,9 +223,15 @@ class PostgresSaver(Runner, CrossCalls):
         Example:
             >>> saver.get_tuple({"configurable": {"thread_id": "t1"}})  # doctest: +SKIP
         """
+
+        def reading() -> Op[CheckpointTuple | None]:
+            return get_tuple_op(self, config)
+
         if not self.official_checked:
             self.check_official_threads()
-        return self.run(get_tuple_op(self, config))
+        # it only reads (a pre-v4 checkpoint's sends in a second statement): a lost
+        # connection starts it over
+        return self.run(reading(), restart=reading)
 
     def list(
         self,

@@ -224,9 +224,14 @@ class AsyncPostgresSaver(AsyncRunner, AsyncCrossCalls):
         Example:
             >>> await saver.aget_tuple({"configurable": {"thread_id": "t1"}})  # doctest: +SKIP
         """
+        def reading() -> Op[CheckpointTuple | None]:
+            return get_tuple_op(self, config)
+
         if not self.official_checked:
             await self.check_official_threads()
-        return await self.run(get_tuple_op(self, config))
+        # it only reads (a pre-v4 checkpoint's sends in a second statement): a lost
+        # connection starts it over
+        return await self.run(reading(), restart=reading)
 
     async def alist(
         self,

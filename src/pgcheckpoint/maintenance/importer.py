@@ -17,8 +17,9 @@ with an encrypting serializer, sealed to their new location. With
 `source_serde`, values are decoded with it and serialised again instead.
 
 Checkpoints older than format v4 kept the sends of a step as writes to the
-`__pregel_tasks` channel of their parent; they are moved into the checkpoint's
-own channel values, as the official saver does when it reads them.
+`__pregel_tasks` channel of their parent; they are copied as they are, writes
+of the parent, and a read moves them into the checkpoint as it does for any
+such checkpoint (`pgcheckpoint.core.sends`), as the official saver reads them.
 
 Example:
     >>> from pgcheckpoint.maintenance.importer import LangGraphImporter, import_sweep
@@ -35,7 +36,6 @@ from datetime import datetime, timezone
 from typing import Any
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
-from langgraph.checkpoint.serde.types import TASKS
 from psycopg import DataError
 
 from ..codec.binding import Columns, as_sealer, binding
@@ -197,7 +197,6 @@ class LangGraphImporter:
             fetch=True,
         )
         blobs: list[dict[str, Any]] = []
-        sends: list[dict[str, Any]] = []
         if todo:
             wanted = sorted(
                 {
@@ -216,18 +215,7 @@ class LangGraphImporter:
                 },
                 fetch=True,
             )
-            legacy = [r for r in todo if _needs_sends_migrated(r)]
-            if legacy:
-                sends = yield Stmt(
-                    "lg_pending_sends",
-                    {
-                        "thread_id": thread_id,
-                        "checkpoint_nss": [r["checkpoint_ns"] for r in legacy],
-                        "checkpoint_ids": [r["parent_checkpoint_id"] for r in legacy],
-                    },
-                    fetch=True,
-                )
-        params = self.page_params(thread_id, todo, blobs, writes, sends)
+        params = self.page_params(thread_id, todo, blobs, writes)
         return page, params, len(page) - len(todo)
 
     def import_thread_sweep(self, thread_id: str, source: Any) -> Sweep[ImportStats]:
@@ -264,7 +252,6 @@ class LangGraphImporter:
         checkpoints: Sequence[Mapping[str, Any]],
         blobs: Sequence[Mapping[str, Any]],
         writes: Sequence[Mapping[str, Any]],
-        sends: Sequence[Mapping[str, Any]] = (),
     ) -> dict[str, Any]:
         """The parameters of `insert_copied_rows` for one page of source rows.
 
@@ -273,8 +260,6 @@ class LangGraphImporter:
             checkpoints: Rows of `checkpoints` (checkpoint and metadata as dicts).
             blobs: Rows of `checkpoint_blobs` the checkpoints refer to.
             writes: Rows of `checkpoint_writes` of the checkpoints.
-            sends: `__pregel_tasks` writes of the parents of pre-v4 checkpoints,
-                in `writes_sort_key` order.
 
         Example:
             >>> params = LangGraphImporter(SaverState()).page_params("t1", [], [], [])
@@ -286,20 +271,11 @@ class LangGraphImporter:
             for b in blobs
             if b["type"] != "empty"
         }
-        sends_by_parent: dict[tuple[str, str], list[tuple[str, bytes]]] = {}
-        for send in sends:
-            key = (send["checkpoint_ns"], send["checkpoint_id"])
-            sends_by_parent.setdefault(key, []).append((send["type"], send["blob"]))
-        rows: list[dict[str, Any]] = []
-        extra_blobs: list[dict[str, Any]] = []
-        for source in checkpoints:
-            row, extra = self.checkpoint_row(thread_id, source, stored, sends_by_parent)
-            rows.append(row)
-            extra_blobs.extend(extra)
+        rows = [self.checkpoint_row(thread_id, source, stored) for source in checkpoints]
         params: dict[str, Any] = {"thread_id": thread_id}
         for column in COPIED_CHECKPOINT_COLUMNS:
             params[column] = [r[column] for r in rows]
-        blob_rows = [self.blob_row(thread_id, b) for b in blobs] + extra_blobs
+        blob_rows = [self.blob_row(thread_id, b) for b in blobs]
         for column in COPIED_BLOB_COLUMNS:
             # the official saver stores whole values: no delta has a base
             params[f"blob_{column}"] = [b.get(column) for b in blob_rows]
@@ -313,15 +289,13 @@ class LangGraphImporter:
         thread_id: str,
         source: Mapping[str, Any],
         stored: Mapping[tuple[str, str, str], Mapping[str, Any]],
-        sends_by_parent: Mapping[tuple[str, str], Sequence[tuple[str, bytes]]],
-    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        """One checkpoint as pgcheckpoint stores it, and any value made for it.
+    ) -> dict[str, Any]:
+        """One checkpoint as pgcheckpoint stores it.
 
         Args:
             thread_id: The thread.
             source: A row of `checkpoints`.
             stored: The non-empty source blobs, by (checkpoint_ns, channel, version).
-            sends_by_parent: Sends of pre-v4 parents, by (checkpoint_ns, checkpoint_id).
         """
         ns = check_id("checkpoint_ns", source["checkpoint_ns"])
         checkpoint_id = check_id("checkpoint_id", source["checkpoint_id"])
@@ -337,23 +311,6 @@ class LangGraphImporter:
             for channel, value in (checkpoint.get("channel_values") or {}).items()
             if channel not in versions or (ns, channel, str(versions[channel])) not in stored
         }
-        extra: list[dict[str, Any]] = []
-        parent_sends = sends_by_parent.get((ns, parent_id or ""))
-        if _needs_sends_migrated(source) and parent_sends:
-            version = max(versions.values()) if versions else self.core.get_next_version(None, None)
-            versions[TASKS] = version
-            value = [self._load(type_, data) for type_, data in parent_sends]
-            aad = binding("blob", thread_id, ns, TASKS, str(version))
-            type_, data = self.core.dump_value(value, aad, (None,))
-            extra.append(
-                {
-                    "checkpoint_ns": ns,
-                    "channel": TASKS,
-                    "version": str(version),
-                    "type": type_,
-                    "blob": data,
-                }
-            )
         record = {
             k: v for k, v in checkpoint.items() if k not in ("channel_values", "channel_versions")
         }
@@ -361,7 +318,6 @@ class LangGraphImporter:
         sealed_parent = None
         if as_sealer(self.core.serde) is not None:
             held = {(c, str(v)) for (n, c, v) in stored if n == ns}
-            held.update((b["channel"], b["version"]) for b in extra)
             add_structure(
                 record,
                 parent=parent_id,
@@ -396,7 +352,7 @@ class LangGraphImporter:
             "metadata": json.dumps(projection),
             "created_at": _created_at(checkpoint.get("ts")),
         }
-        return row, extra
+        return row
 
     def blob_row(self, thread_id: str, source: Mapping[str, Any]) -> dict[str, Any]:
         """One row of `checkpoint_blobs` as pgcheckpoint stores it.
@@ -532,10 +488,6 @@ def _fetch(stmt: Stmt) -> Op[list[Any]]:
 
 def _versions(checkpoint: Mapping[str, Any]) -> dict[str, Any]:
     return dict(checkpoint.get("channel_versions") or {})
-
-
-def _needs_sends_migrated(row: Mapping[str, Any]) -> bool:
-    return bool(row["parent_checkpoint_id"]) and int(row["checkpoint"].get("v", 1)) < 4
 
 
 def _created_at(ts: Any) -> datetime:
