@@ -8,7 +8,8 @@ bytes. Beside it, `doc` is what filters read, as JSONB: the whole value, or
 with a key configured only the fields declared filterable (those stay in the
 clear; the rest is sealed). A sealed item's `doc` is checked against the
 value it was sealed with on every read: its keys are bound to the seal, its
-values compared.
+values compared. `reseal_item` seals a stored value again under the active key
+(`pgcheckpoint rotate-key`).
 
 Example:
     >>> encode_json({"b": 1, "a": "x"})
@@ -22,15 +23,22 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..codec.binding import as_sealer, binding
+from ..codec.binding import as_sealer, binding, seal_value, unseal_value
 from ..codec.integrity import projection_keys
-from ..codec.labels import cipher_label
+from ..codec.labels import PLAINTEXT_LABEL, cipher_label
 from ..codec.metadata import json_projection
 from ..codec.values import ValueCodec
 from ..errors import DecryptionError, InvalidInputError
 from .plans import namespace_text
 
-__all__ = ["StoredValue", "decode_value", "encode_json", "encode_value", "item_binding"]
+__all__ = [
+    "StoredValue",
+    "decode_value",
+    "encode_json",
+    "encode_value",
+    "item_binding",
+    "reseal_item",
+]
 
 # (type, bytes, doc as JSON text) of one item as `store_put` takes it
 StoredValue = tuple[str, bytes, str]
@@ -187,3 +195,50 @@ def decode_value(
                 "differ from the sealed value; restore the row from a backup, or delete it"
             )
     return value
+
+
+def reseal_item(
+    codec: ValueCodec,
+    ns: str,
+    key: str,
+    type_: str,
+    data: bytes,
+    doc: Any,
+    *,
+    filterable: frozenset[str],
+) -> tuple[str, bytes, str | None]:
+    """An item's value sealed again by `codec`'s active key: its type, bytes and new `doc`.
+
+    A sealed value is first checked as a read checks it (its seal, and its
+    readable fields against it), then sealed again as it is, bound to the
+    same item and readable fields: its `doc` stays (None). A value stored in
+    clear (read only with `allow_plaintext`) is sealed for the first time,
+    and its `doc` cut down to the `filterable` fields (the JSON text returned).
+
+    Raises:
+        InvalidInputError: `codec`'s serializer does not encrypt.
+        DecryptionError: The value or its readable fields were altered, or it
+            is stored in clear and the serializer does not allow plaintext.
+
+    Example:
+        >>> reseal_item(codec, "users.u1", "prefs", type_, data, doc,  # doctest: +SKIP
+        ...             filterable=frozenset())[0]
+        'json+aesgcm2:k2'
+    """
+    sealer = as_sealer(codec.serde)
+    if sealer is None:
+        raise InvalidInputError("re-sealing store items needs an encrypting serde (EncryptedSerde)")
+    aad = item_binding(ns, key)
+    if cipher_label(type_) != PLAINTEXT_LABEL:
+        decode_value(codec, ns, key, type_, data, doc, sealed=True)
+        columns = (projection_keys(doc),)
+        inner, plain = unseal_value(sealer, type_, data, aad, columns)
+        return (*seal_value(sealer, inner, plain, aad, columns), None)
+    inner, raw = codec.unpack_value(type_, data, aad)
+    if inner == "json":
+        value, text = json.loads(raw.decode("utf-8", "surrogatepass")), raw
+    else:
+        value, text = codec.decode(inner, raw, aad), None
+    new_doc = _doc_text(value, text, filterable)
+    stored_type, stored = codec.pack_value(inner, raw, aad, (projection_keys(json.loads(new_doc)),))
+    return stored_type, stored, new_doc
