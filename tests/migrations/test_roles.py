@@ -143,10 +143,12 @@ def test_a_runtime_role_runs_the_store_and_its_sweeps(
         assert store.sweep_ttl() == 1
         store.put(("cache",), "old", {"v": 1}, ttl=0.001)
     time.sleep(0.2)
-    # the cron path, as the runtime role: prune sweeps the store too
+    # the cron paths, as the runtime role: prune sweeps the store too; stats count it
     dsn = ["--schema", SCHEMA, "--dsn", runtime_dsn]
     assert main(["prune", "--older-than", "30d", "--json", *dsn]) == 0
     assert '"store_items": 1' in capsys.readouterr().out
+    assert main(["stats", "--json", *dsn]) == 0
+    assert '"store": {"items": 1, "expired": 0}' in capsys.readouterr().out
 
 
 def test_the_grants_reach_the_vector_table_where_it_exists(
