@@ -23,7 +23,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..codec.binding import as_sealer, binding, seal_value, unseal_value
+from ..codec.binding import as_sealer, binding
 from ..codec.integrity import projection_keys
 from ..codec.labels import PLAINTEXT_LABEL, cipher_label
 from ..codec.metadata import json_projection
@@ -178,8 +178,23 @@ def decode_value(
         {'v': 1}
     """
     aad = item_binding(ns, key)
-    columns = (projection_keys(doc),)
-    inner_type, raw = codec.unpack_value(type_, data, aad, columns)
+    inner_type, raw = codec.unpack_value(type_, data, aad, (projection_keys(doc),))
+    return _opened(codec, ns, key, type_, inner_type, raw, doc, sealed, deserializer)
+
+
+def _opened(
+    codec: ValueCodec,
+    ns: str,
+    key: str,
+    type_: str,
+    inner_type: str,
+    raw: bytes,
+    doc: Any,
+    sealed: bool,
+    deserializer: Callable[[bytes], dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """An item's value from its unsealed bytes; a sealed one's `doc` checked against it."""
+    aad = item_binding(ns, key)
     if inner_type == "json":
         value: dict[str, Any] = (
             deserializer(raw) if deserializer else json.loads(raw.decode("utf-8", "surrogatepass"))
@@ -225,20 +240,15 @@ def reseal_item(
         ...             filterable=frozenset())[0]
         'json+aesgcm2:k2'
     """
-    sealer = as_sealer(codec.serde)
-    if sealer is None:
+    if as_sealer(codec.serde) is None:
         raise InvalidInputError("re-sealing store items needs an encrypting serde (EncryptedSerde)")
     aad = item_binding(ns, key)
-    if cipher_label(type_) != PLAINTEXT_LABEL:
-        decode_value(codec, ns, key, type_, data, doc, sealed=True)
-        columns = (projection_keys(doc),)
-        inner, plain = unseal_value(sealer, type_, data, aad, columns)
-        return (*seal_value(sealer, inner, plain, aad, columns), None)
-    inner, raw = codec.unpack_value(type_, data, aad)
-    if inner == "json":
-        value, text = json.loads(raw.decode("utf-8", "surrogatepass")), raw
-    else:
-        value, text = codec.decode(inner, raw, aad), None
-    new_doc = _doc_text(value, text, filterable)
-    stored_type, stored = codec.pack_value(inner, raw, aad, (projection_keys(json.loads(new_doc)),))
-    return stored_type, stored, new_doc
+    # opened once, and checked as a read checks it; in clear only with allow_plaintext
+    inner, raw = codec.unpack_value(type_, data, aad, (projection_keys(doc),))
+    value = _opened(codec, ns, key, type_, inner, raw, doc, True)
+    new_doc = None
+    if cipher_label(type_) == PLAINTEXT_LABEL:
+        new_doc = _doc_text(value, None, filterable)
+        doc = json.loads(new_doc)
+    # sealed again as a put would seal it now (compressed when the serde asks)
+    return (*codec.pack_value(inner, raw, aad, (projection_keys(doc),)), new_doc)
