@@ -15,6 +15,7 @@ from langgraph.checkpoint.conformance.capabilities import ALL_CAPABILITIES
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 from psycopg_pool import AsyncConnectionPool
+from support.docblocks import ROOT, parse
 
 from pgcheckpoint import AsyncPostgresSaver, PostgresSaver, PostgresStore, SchemaOutOfDateError
 from pgcheckpoint.cli import EXIT_FAILED, main
@@ -120,6 +121,11 @@ def test_grants_prints_the_statements(capsys: pytest.CaptureFixture[str]) -> Non
         'GRANT SELECT, INSERT, UPDATE, DELETE ON "tenant_a".pgc_store_vectors TO "app"; '
         "END IF; END $$;",
     ]
+    # what docs/migrations.md shows `grants` printing is what it prints
+    (shown,) = [
+        b for b in parse(ROOT / "docs" / "migrations.md") if b.text.startswith("GRANT USAGE")
+    ]
+    assert shown.text.splitlines() == out
 
 
 # -- the store as a runtime role ----------------------------------------------------------
