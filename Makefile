@@ -11,7 +11,7 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check
 WHEEL_SOURCES := pyproject.toml README.md $(shell find src sql migrations -type f \
 	-not -path '*/__pycache__/*' -not -name '*.pyc' 2>/dev/null)
 
-.PHONY: venv install test official-tests lint bench demo docs sync-twin schema-sql
+.PHONY: venv install test official-tests lint bench demo docs sync-twin schema-sql retention-sql
 
 venv: $(BIN)/python
 
@@ -47,6 +47,11 @@ lint: install
 # $PGCHECKPOINT_TEST_DSN, else local); CI fails when it is stale
 schema-sql: install
 	$(BIN)/python tools/render_schema.py
+
+# the statements the pg_cron procedure of sql/retention.sql shares with the Python
+# code are rendered into it from sql/queries/; CI fails when it is stale
+retention-sql: install
+	$(BIN)/python tools/render_retention.py
 
 bench: install
 	$(BIN)/python bench/run.py

@@ -25,6 +25,8 @@
 --                prune those with `pgcheckpoint prune --strategy keep_latest`
 --   max_threads  look at most at this many threads per call (default 1000)
 --   schema_name  the schema of the pgcheckpoint tables (default 'public')
+--   sweep_store  then delete the store's expired items (PostgresStore TTLs in
+--                pgc_store), as `pgcheckpoint prune` does (default true)
 --   report       OUT: what the call did, as JSON (CALL shows it)
 --
 -- Safe while the application runs, as the Python sweep (pgcheckpoint.maintenance.retention):
@@ -35,18 +37,28 @@
 -- written to meanwhile is rolled back and skipped; a thread whose deletion
 -- conflicts with a concurrent put (a foreign-key violation, a deadlock, a lock
 -- held over 10 s) is rolled back and counted as failed. Skipped and failed
--- threads are tried again by the next call.
+-- threads are tried again by the next call. The store's expired items go
+-- after the threads, 1000 per transaction, by the statement the store's
+-- sweep_ttl() runs (store_sweep of sql/queries/store_writes.sql, rendered into
+-- this file by `make retention-sql`): items a writer holds (a put renewing one)
+-- are skipped, not waited for, and left for the next call.
 --
 -- Lock keys (one-bigint advisory locks), as in pgcheckpoint.locking: the first 8
 -- bytes of sha256(class NUL schema NUL thread_id), for the classes
 --   'pgcheckpoint/maintenance-lock'  deletes (exclusive) and saves (shared)
 --   'pgcheckpoint/thread-lock'       a thread's run (lock_thread)
 
+-- The procedure before sweep_store: CREATE OR REPLACE would leave it beside
+-- this one, and a CALL would then match both. (What was granted or revoked on
+-- it goes with it.)
+DROP PROCEDURE IF EXISTS pgcheckpoint_prune(interval, text, int, text, jsonb);
+
 CREATE OR REPLACE PROCEDURE pgcheckpoint_prune(
     older_than interval,
     strategy text DEFAULT 'delete',
     max_threads int DEFAULT 1000,
     schema_name text DEFAULT 'public',
+    sweep_store boolean DEFAULT true,
     INOUT report jsonb DEFAULT NULL
 )
 LANGUAGE plpgsql
@@ -54,6 +66,7 @@ AS $procedure$
 DECLARE
     maintenance_lock CONSTANT text := 'pgcheckpoint/maintenance-lock';
     run_lock CONSTANT text := 'pgcheckpoint/thread-lock';
+    store_batch CONSTANT int := 1000;
     cutoff timestamptz;
     thread text;
     gone record;
@@ -66,6 +79,8 @@ DECLARE
     checkpoints bigint := 0;
     writes bigint := 0;
     blobs bigint := 0;
+    store_items bigint;
+    swept bigint;
 BEGIN
     IF older_than IS NULL OR older_than <= interval '0' THEN
         RAISE EXCEPTION 'pgcheckpoint_prune: older_than must be a positive interval, not %',
@@ -74,6 +89,9 @@ BEGIN
     IF strategy IS NULL OR strategy NOT IN ('delete', 'keep_latest') THEN
         RAISE EXCEPTION 'pgcheckpoint_prune: unknown strategy %; use ''delete'' or ''keep_latest''',
             coalesce(quote_literal(strategy), 'NULL');
+    END IF;
+    IF sweep_store IS NULL THEN
+        RAISE EXCEPTION 'pgcheckpoint_prune: sweep_store must be true or false, not NULL';
     END IF;
     IF max_threads IS NULL OR max_threads < 1 THEN
         RAISE EXCEPTION 'pgcheckpoint_prune: max_threads must be at least 1, not %',
@@ -326,15 +344,42 @@ BEGIN
         COMMIT;
     END LOOP;
 
+    -- A schema migrated before the store (revision 0005) has no items to sweep.
+    IF sweep_store AND to_regclass(format('%I.pgc_store', schema_name)) IS NOT NULL THEN
+        store_items := 0;
+        LOOP
+            -- statement store_sweep (limit => store_batch): rendered from
+            -- sql/queries/store_writes.sql by `make retention-sql`; do not edit
+            EXECUTE format($sql$
+                DELETE FROM %1$I.pgc_store s
+                USING (
+                    SELECT x.ns, x.key FROM %1$I.pgc_store x
+                    WHERE x.expires_at <= now()
+                    ORDER BY x.ns, x.key
+                    LIMIT $1
+                    FOR UPDATE SKIP LOCKED
+                ) l
+                WHERE s.ns = l.ns AND s.key = l.key
+            $sql$, schema_name) USING store_batch;
+            -- end of statement store_sweep
+            GET DIAGNOSTICS swept = ROW_COUNT;
+            store_items := store_items + swept;
+            COMMIT;
+            EXIT WHEN swept < store_batch;
+        END LOOP;
+    END IF;
+
     report := jsonb_build_object(
         'strategy', strategy, 'cutoff', cutoff, 'examined', examined, 'threads', pruned,
         'checkpoints', checkpoints, 'writes', writes, 'blobs', blobs,
-        'skipped', skipped, 'failed', failed, 'delta_threads_not_pruned', unsupported);
+        'skipped', skipped, 'failed', failed, 'delta_threads_not_pruned', unsupported,
+        'store_items', store_items);
     RAISE LOG 'pgcheckpoint_prune: %', report;
 END
 $procedure$;
 
-COMMENT ON PROCEDURE pgcheckpoint_prune(interval, text, int, text, jsonb) IS
+COMMENT ON PROCEDURE pgcheckpoint_prune(interval, text, int, text, boolean, jsonb) IS
     'pgcheckpoint retention: delete threads idle for longer than older_than (strategy '
     '''delete''), or keep their latest checkpoint per namespace (''keep_latest'', threads '
-    'without DeltaChannel data). See sql/retention.sql in the pgcheckpoint package.';
+    'without DeltaChannel data), then the store''s expired items (sweep_store). See '
+    'sql/retention.sql in the pgcheckpoint package.';

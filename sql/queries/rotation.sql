@@ -1,4 +1,5 @@
--- Key rotation: count values per key, and re-encrypt them a page at a time.
+-- Key rotation: count values per key, and re-encrypt them a page at a time: the
+-- savers' tables, then the store's items.
 
 -- fragment: rotation_columns_digest
 -- An expression: a digest of the columns of checkpoint `c` that a rotation
@@ -23,6 +24,9 @@ FROM {schema}.pgc_blobs WHERE type <> 'empty' GROUP BY type
 UNION ALL
 SELECT 'writes', type, count(*)
 FROM {schema}.pgc_writes GROUP BY type
+UNION ALL
+SELECT 'items', type, count(*)
+FROM {schema}.pgc_store GROUP BY type
 
 -- name: rotation_checkpoints_page
 -- Key rotation: the next checkpoints, in key order, with a value whose type does
@@ -124,3 +128,36 @@ WHERE w.thread_id = u.thread_id AND w.checkpoint_ns = u.checkpoint_ns
   AND w.type = u.old_type AND sha256(w.blob) = u.old_digest
   AND w.channel = u.old_channel AND w.task_path = u.old_task_path
 RETURNING w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx
+
+-- name: rotation_items_page
+-- Key rotation: the next store items, in key order, whose value's type does not
+-- end with `suffix` (the active key's).
+SELECT ns, key, type, value, doc
+FROM {schema}.pgc_store
+WHERE (%(after_ns)s::text IS NULL OR (ns, key) > (%(after_ns)s::text, %(after_key)s::text))
+  AND right(type, char_length(%(suffix)s)) <> %(suffix)s
+ORDER BY ns, key
+LIMIT %(limit)s
+
+-- name: rotation_update_items
+-- Key rotation: re-sealed items go back only where the item still holds what was
+-- read (same type, same sha256 of the value, same readable fields), so an item
+-- the application put again meanwhile is never undone; its TTL and timestamps
+-- stay. The items are locked in key order first, as the store's own writes lock
+-- them (sql/queries/store_writes.sql), so a rotation and a batch never wait for
+-- each other in a circle.
+UPDATE {schema}.pgc_store s
+SET type = l.type, value = l.value, doc = coalesce(l.doc::jsonb, s.doc)
+FROM (
+    SELECT x.ns, x.key, u.old_type, u.old_digest, u.old_doc, u.type, u.value, u.doc
+    FROM {schema}.pgc_store x
+    JOIN unnest(%(ns)s::text[], %(key)s::text[], %(old_type)s::text[], %(old_digest)s::bytea[],
+                %(old_doc)s::text[], %(type)s::text[], %(value)s::bytea[], %(doc)s::text[])
+         AS u(ns, key, old_type, old_digest, old_doc, type, value, doc)
+      ON x.ns = u.ns COLLATE "C" AND x.key = u.key COLLATE "C"
+    ORDER BY x.ns, x.key
+    FOR UPDATE OF x
+) l
+WHERE s.ns = l.ns AND s.key = l.key
+  AND s.type = l.old_type AND sha256(s.value) = l.old_digest AND s.doc = l.old_doc::jsonb
+RETURNING s.ns, s.key

@@ -11,17 +11,21 @@ SELECT (SELECT count(DISTINCT thread_id) FROM {schema}.pgc_checkpoints) AS threa
 
 -- name: storage_table_sizes
 -- `pgcheckpoint stats`: the space each table takes on disk (TOAST included), for
--- tables named (schema-qualified, quoted) by the caller. A table partitioned by
--- thread holds nothing itself: its partitions' sizes add up.
+-- tables named (schema-qualified, quoted) by the caller; one that does not exist
+-- (the store's vector table, before a store with an index is set up) is left
+-- out. A table partitioned by thread holds nothing itself: its partitions'
+-- sizes add up.
 SELECT t.name AS table_name, sum(pg_table_size(p.relid)) AS table_bytes,
        sum(pg_indexes_size(p.relid)) AS index_bytes,
        sum(pg_total_relation_size(p.relid)) AS total_bytes
-FROM unnest(%(names)s::text[], %(relations)s::text[]::regclass[]) AS t(name, relation)
+FROM unnest(%(names)s::text[], %(relations)s::text[]) AS n(name, relation)
+CROSS JOIN LATERAL (SELECT n.name, to_regclass(n.relation) AS relation) t
 CROSS JOIN LATERAL (
     SELECT t.relation AS relid
     UNION
     SELECT relid FROM pg_partition_tree(t.relation) WHERE isleaf
 ) p
+WHERE t.relation IS NOT NULL
 GROUP BY t.name
 
 -- name: storage_largest_threads

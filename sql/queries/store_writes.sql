@@ -83,12 +83,15 @@ WHERE s.ns = l.ns AND s.key = l.key
 
 -- name: store_vector_column
 -- retry: safe
--- The type of the vector column, if the table exists ('vector(3)', 'halfvec(3)'),
--- and whether the extension is there or can be created.
+-- What `setup()` of a store with an index finds: the type of the vector column,
+-- if the table exists ('vector(3)', 'halfvec(3)'), whether its ANN index (named
+-- with its schema; NULL for none) exists, and whether the extension is there or
+-- can be created.
 SELECT (SELECT format_type(a.atttypid, a.atttypmod)
         FROM pg_catalog.pg_attribute a
         WHERE a.attrelid = to_regclass(%(table)s) AND a.attname = 'embedding'
           AND NOT a.attisdropped) AS column_type,
+       to_regclass(%(index)s::text) IS NOT NULL AS indexed,
        EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'vector') AS installed,
        EXISTS (SELECT FROM pg_catalog.pg_available_extensions WHERE name = 'vector')
            AS available

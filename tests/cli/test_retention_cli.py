@@ -7,10 +7,14 @@ tests/integration/test_retention.py checks the sweeps themselves row by row.
 from __future__ import annotations
 
 import json
+import time
 
+import psycopg
 from support.cli import run_cli, run_cli_on_terminal
 from support.dsn import url_of
 from support.retention import AGES, IDLE, table_rows
+
+from pgcheckpoint import PostgresStore
 
 
 async def test_the_cron_command_without_a_terminal(db_dsn: str, threads: dict[str, str]) -> None:
@@ -92,3 +96,42 @@ async def test_the_cron_command_fails_clearly(db_dsn: str, empty_db_dsn: str) ->
         assert "Traceback" not in result.stderr
         if code == 1:  # the error is the only line, no progress line for a sweep not begun
             assert len(result.stderr.splitlines()) == 1, (args, result.stderr)
+
+
+def _expiring_items(dsn: str) -> None:
+    """Two items past their TTL, one with time left, one without a TTL."""
+    with PostgresStore.from_conn_string(dsn) as store:
+        store.put(("cache",), "a", {"v": 1}, ttl=0.001)
+        store.put(("cache",), "b", {"v": 2}, ttl=0.001)
+        store.put(("cache",), "c", {"v": 3}, ttl=60)
+        store.put(("users", "u1"), "prefs", {"theme": "dark"})
+    time.sleep(0.2)
+
+
+def _keys(dsn: str) -> set[str]:
+    with psycopg.connect(dsn) as conn:
+        return {key for (key,) in conn.execute("SELECT key FROM pgc_store").fetchall()}
+
+
+async def test_the_cron_command_sweeps_the_store_unless_told_not_to(
+    db_dsn: str, threads: dict[str, str]
+) -> None:
+    _expiring_items(db_dsn)
+    dry = run_cli("prune", "--older-than", "30d", "--dry-run", "--dsn", db_dsn)
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.splitlines()[1] == "would delete 2 expired store items"
+    assert _keys(db_dsn) == {"a", "b", "c", "prefs"}
+
+    kept = run_cli("prune", "--older-than", "30d", "--no-store", "--json", "--dsn", db_dsn)
+    assert kept.returncode == 0, kept.stderr
+    report = json.loads(kept.stdout)
+    assert (report["threads"], report["store_items"]) == (2, None)
+    assert _keys(db_dsn) == {"a", "b", "c", "prefs"}
+
+    done = run_cli("prune", "--older-than", "30d", "--json", "--dsn", db_dsn)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert (report["threads"], report["store_items"], report["complete"]) == (0, 2, True)
+    assert _keys(db_dsn) == {"c", "prefs"}
+    text = run_cli("prune", "--keep-last", "3", "--dsn", db_dsn)
+    assert text.stdout.splitlines()[1] == "deleted 0 expired store items"

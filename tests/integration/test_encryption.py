@@ -40,6 +40,7 @@ from pgcheckpoint import (
     EncryptedSerde,
     InvalidInputError,
     PostgresSaver,
+    PostgresStore,
     rotate_key,
 )
 from pgcheckpoint.cli import main as cli_main
@@ -669,21 +670,24 @@ def test_rotate_key_command(
 
     with PostgresSaver.from_conn_string(db_dsn, serde=enc()) as app:
         fill(app, "t1", 2)
+    with PostgresStore.from_conn_string(db_dsn, serde=enc()) as store:
+        store.put(("users", "u1"), "prefs", {"theme": "dark"})
     keys = f"k2:{base64.b64encode(K2).decode()},k1:{base64.b64encode(K1).decode()}"
     monkeypatch.setenv("PGCHECKPOINT_AES_KEYS", keys)
     monkeypatch.delenv("LANGGRAPH_AES_KEY", raising=False)
     assert cli_main(["rotate-key", "--dsn", db_dsn, "--dry-run"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].split() == ["key", "checkpoints", "metadata", "blobs", "writes", "total"]
-    assert out[1].split() == ["k1", "2", "2", "2", "4", "10"]
-    assert out[-1] == "10 values to re-encrypt under key 'k2'"
+    header = ["key", "checkpoints", "metadata", "blobs", "writes", "items", "total"]
+    assert out[0].split() == header
+    assert out[1].split() == ["k1", "2", "2", "2", "4", "1", "11"]
+    assert out[-1] == "11 values to re-encrypt under key 'k2'"
     assert cli_main(["rotate-key", "--dsn", db_dsn, "--batch-size", "1"]) == 0
     captured = capsys.readouterr()
-    assert "re-encrypted 10 values under key 'k2'" in captured.out
+    assert "re-encrypted 11 values under key 'k2'" in captured.out
     assert "keys ['k1'] can be removed" in captured.out
     # not a terminal: plain progress lines, no carriage returns
     assert "\r" not in captured.err
-    assert captured.err.splitlines()[-1] == "re-encrypting under key 'k2': 10/10 (100%) done"
+    assert captured.err.splitlines()[-1] == "re-encrypting under key 'k2': 11/11 (100%) done"
     assert cli_main(["rotate-key", "--dsn", db_dsn, "--dry-run"]) == 0
     assert capsys.readouterr().out.splitlines()[1].split() == [
         "k2",
@@ -692,7 +696,8 @@ def test_rotate_key_command(
         "2",
         "2",
         "4",
-        "10",
+        "1",
+        "11",
     ]
 
 

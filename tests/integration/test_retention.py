@@ -11,6 +11,7 @@ are tested in tests/cli.
 
 from __future__ import annotations
 
+import time
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -24,16 +25,18 @@ from langgraph.checkpoint.conformance.test_utils import (
     generate_metadata,
 )
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.store.base import PutOp
 from support.chat import chat_graph
 from support.retention import AGES, DAY, IDLE, Rows, table_rows, write_thread, write_threads
 from support.rows import TABLES
 from support.savers import SaverApi
 
-from pgcheckpoint import InvalidInputError, MissingParentError, PostgresSaver
+from pgcheckpoint import InvalidInputError, MissingParentError, PostgresSaver, PostgresStore
 from pgcheckpoint.core.locks import maintenance_lock_key, thread_lock_key
 from pgcheckpoint.maintenance.retention import PruneReport
 from pgcheckpoint.resources import sql_dir
 from pgcheckpoint.schema.migrate import upgrade
+from pgcheckpoint.store.batch import SWEEP_BATCH
 
 MONTH = timedelta(days=30)
 
@@ -397,6 +400,56 @@ async def test_delta_channel_threads_read_back_equal_after_each_strategy(
         await chat.assert_equal()
 
 
+# -- the store's expired items ------------------------------------------------------------
+
+
+def expire_items(db_dsn: str, expired: int, live: int = 1) -> None:
+    """`expired` items past their TTL in namespace ("old",), `live` with time left."""
+    with PostgresStore.from_conn_string(db_dsn) as store:
+        store.batch([PutOp(("old",), f"k{i:05}", {"i": i}, ttl=0.001) for i in range(expired)])
+        store.batch([PutOp(("live",), f"k{i}", {"i": i}, ttl=60) for i in range(live)])
+        store.put(("forever",), "k", {"v": 1})
+    time.sleep(0.2)
+
+
+def item_keys(db_dsn: str) -> dict[str, int]:
+    """Items per namespace."""
+    with psycopg.connect(db_dsn) as conn:
+        rows = conn.execute("SELECT ns, count(*) FROM pgc_store GROUP BY ns").fetchall()
+    return {ns: int(n) for ns, n in rows}
+
+
+async def test_a_sweep_with_sweep_store_deletes_the_expired_items_too(
+    api: SaverApi, db_dsn: str, threads: dict[str, str]
+) -> None:
+    expire_items(db_dsn, 3, live=2)
+    assert (await api.prune_older_than(MONTH, dry_run=True)).store_items is None
+    dry = await api.prune_older_than(MONTH, dry_run=True, sweep_store=True)
+    assert (dry.threads, dry.store_items) == (2, 3)
+    assert item_keys(db_dsn) == {"old": 3, "live": 2, "forever": 1}
+    # an item a writer holds (a put renewing it) is skipped, not waited for
+    with psycopg.connect(db_dsn) as writer:
+        writer.execute("SELECT 1 FROM pgc_store WHERE key = 'k00001' FOR UPDATE")
+        report = await api.prune_older_than(MONTH, sweep_store=True)
+        assert (report.threads, report.store_items, report.complete) == (2, 2, True)
+        assert item_keys(db_dsn) == {"old": 1, "live": 2, "forever": 1}
+    report = await api.prune_keep_last(1, sweep_store=True)
+    assert report.store_items == 1
+    assert item_keys(db_dsn) == {"live": 2, "forever": 1}
+    with pytest.raises(InvalidInputError, match="sweep_store"):
+        await api.prune_keep_last(1, sweep_store="yes")
+
+
+async def test_max_seconds_stops_the_store_sweep_between_pages(api: SaverApi, db_dsn: str) -> None:
+    expire_items(db_dsn, SWEEP_BATCH + 5)
+    # the first page always runs; then the time is up: the next run goes on
+    first = await api.prune_older_than(MONTH, sweep_store=True, max_seconds=1e-9)
+    assert (first.store_items, first.complete) == (SWEEP_BATCH, False)
+    second = await api.prune_older_than(MONTH, sweep_store=True, max_seconds=1e-9)
+    assert (second.store_items, second.complete) == (5, True)
+    assert item_keys(db_dsn) == {"live": 1, "forever": 1}
+
+
 # -- the pg_cron procedure ----------------------------------------------------------------
 
 
@@ -508,3 +561,36 @@ async def test_the_procedure_skips_threads_in_use_and_refuses_bad_calls(
         pytest.raises(psycopg.errors.InvalidTransactionTermination),
     ):
         conn.execute("CALL pgcheckpoint_prune('1 day')")
+
+
+@pytest.mark.parametrize("saver", ["sync-conn"], indirect=True)
+async def test_the_procedure_sweeps_the_store_with_the_stores_statement(
+    api: SaverApi, db_dsn: str, threads: dict[str, str]
+) -> None:
+    # the procedure of an earlier release, without sweep_store, is replaced, not
+    # left beside the new one for a CALL to find ambiguous
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        conn.execute(
+            "CREATE PROCEDURE pgcheckpoint_prune(older_than interval, strategy text DEFAULT"
+            " 'delete', max_threads int DEFAULT 1000, schema_name text DEFAULT 'public',"
+            " INOUT report jsonb DEFAULT NULL) LANGUAGE plpgsql AS $$BEGIN report := '{}'; END$$"
+        )
+    install_procedure(db_dsn)
+    expire_items(db_dsn, SWEEP_BATCH + 2)
+    kept = call_prune(db_dsn, "30 days", sweep_store=False)
+    assert (kept["threads"], kept["store_items"]) == (2, None)
+    assert item_keys(db_dsn)["old"] == SWEEP_BATCH + 2
+    with psycopg.connect(db_dsn) as writer:
+        writer.execute("SELECT 1 FROM pgc_store WHERE key = 'k00000' FOR UPDATE")
+        report = call_prune(db_dsn, "30 days")
+        assert (report["threads"], report["store_items"]) == (0, SWEEP_BATCH + 1)
+    assert item_keys(db_dsn) == {"old": 1, "live": 1, "forever": 1}
+    assert call_prune(db_dsn, "30 days")["store_items"] == 1
+    assert item_keys(db_dsn) == {"live": 1, "forever": 1}
+    with pytest.raises(psycopg.errors.RaiseException, match="sweep_store must be true or false"):
+        call_prune(db_dsn, "30 days", sweep_store=None)
+    with psycopg.connect(db_dsn) as conn:
+        (count,) = conn.execute(  # type: ignore[misc]
+            "SELECT count(*) FROM pg_proc WHERE proname = 'pgcheckpoint_prune'"
+        ).fetchone()
+    assert count == 1

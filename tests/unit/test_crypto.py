@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 from typing import Any
 
 import pytest
@@ -407,11 +408,13 @@ def test_value_counts_are_grouped_by_key_label() -> None:
         {"kind": "checkpoints", "type": "msgpack+zstd", "n": 1},
         {"kind": "metadata", "type": None, "n": 1},
         {"kind": "blobs", "type": "msgpack+aes", "n": 4},
+        {"kind": "items", "type": "json+aesgcm2:k1", "n": 7},
     ]
     _, counts = drive(value_counts_op(), [rows])
-    assert counts["k1"] == {"checkpoints": 0, "metadata": 0, "blobs": 3, "writes": 2}
+    assert counts["k1"] == {"checkpoints": 0, "metadata": 0, "blobs": 3, "writes": 2, "items": 7}
     assert counts["(plaintext)"]["checkpoints"] == counts["(plaintext)"]["metadata"] == 1
     assert not_active(counts, "k1") == {"(plaintext)": 2, "(langgraph-eax)": 4, "k1 (0.1.0)": 5}
+    assert not_active(counts, "k2")["k1"] == 3 + 2 + 7
 
 
 def test_a_rotation_page_reseals_under_the_active_key_guarded_by_the_old_value() -> None:
@@ -445,6 +448,71 @@ def test_a_rotation_page_reseals_under_the_active_key_guarded_by_the_old_value()
     ) == ["v1"]
     # one row changed meanwhile: one value rotated, one skipped; a full page continues
     assert result[0] == 1 and result[1] == 1 and result[2] is rows[1]
+
+
+def _item_row(codec: Any, ns: str, key: str, value: dict[str, Any], **kw: Any) -> dict[str, Any]:
+    """A `pgc_store` row as the store writes it with `codec`'s serializer."""
+    from pgcheckpoint.store.plans import namespace_labels
+    from pgcheckpoint.store.values import encode_value
+
+    type_, data, doc = encode_value(
+        codec, namespace_labels(ns), key, value, max_bytes=1 << 20, **kw
+    )
+    return {"ns": ns, "key": key, "type": type_, "value": data, "doc": json.loads(doc)}
+
+
+def test_a_rotation_page_of_store_items_reseals_them_bound_to_their_item() -> None:
+    from pgcheckpoint.store.values import decode_value
+
+    new = SaverState(serde=serde(keys={"k2": K2, "k1": K1}, allow_plaintext=True))
+    sealed = _item_row(
+        SaverState(serde=serde()),
+        "u.1",
+        "a",
+        {"kind": "p", "t": "x"},
+        filterable=frozenset({"kind"}),
+    )
+    plain = _item_row(
+        SaverState(), "u.1", "b", {"kind": "q", "t": "secret", "n": 2**70}, filterable=None
+    )
+    assert plain["type"] == "json" and plain["doc"] == {"kind": "q", "t": "secret", "n": 2**70}
+    op = rotate_page_op(new, "items", None, 10, store_filterable=frozenset({"kind"}))
+    stmts, result = drive(op, [[sealed, plain], [sealed, plain]])
+    assert [s.name for s in stmts] == ["rotation_items_page", "rotation_update_items"]
+    assert stmts[0].params["after_ns"] is None
+    update = stmts[1].params
+    assert update["ns"] == ["u.1", "u.1"] and update["key"] == ["a", "b"]
+    assert update["old_type"] == [sealed["type"], "json"]
+    assert [json.loads(d) for d in update["old_doc"]] == [sealed["doc"], plain["doc"]]
+    assert all(t == "json+aesgcm2:k2" for t in update["type"])
+    # the sealed item keeps its readable fields; the plain one keeps only `kind`
+    assert update["doc"] == [None, '{"kind": "q"}']
+    assert b"secret" not in update["value"][1]
+    for i, (key, doc, value) in enumerate(
+        [
+            ("a", sealed["doc"], {"kind": "p", "t": "x"}),
+            ("b", {"kind": "q"}, {"kind": "q", "t": "secret", "n": 2**70}),
+        ]
+    ):
+        assert (
+            decode_value(new, "u.1", key, update["type"][i], update["value"][i], doc, sealed=True)
+            == value
+        )
+    assert result == (2, 0, None)
+
+
+def test_a_rotation_refuses_an_item_whose_readable_field_was_altered() -> None:
+    both = SaverState(serde=serde(keys={"k2": K2, "k1": K1}))
+    row = _item_row(
+        SaverState(serde=serde()), "u", "a", {"kind": "p"}, filterable=frozenset({"kind"})
+    )
+    row["doc"] = {"kind": "other"}
+    with pytest.raises(DecryptionError, match="altered"):
+        drive(rotate_page_op(both, "items", None, 10), [[row]])
+    # an item in clear needs allow_plaintext, as every other value does
+    plain = _item_row(SaverState(), "u", "b", {"kind": "p"}, filterable=None)
+    with pytest.raises(DecryptionError, match="stored unencrypted"):
+        drive(rotate_page_op(both, "items", None, 10), [[plain]])
 
 
 def test_rotation_refuses_a_serde_that_does_not_encrypt() -> None:

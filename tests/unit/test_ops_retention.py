@@ -32,6 +32,7 @@ from pgcheckpoint.maintenance.retention import (
     older_than_sweep,
 )
 from pgcheckpoint.ops import Row, Stmt
+from pgcheckpoint.store.batch import SWEEP_BATCH
 
 MONTH = timedelta(days=30)
 CUTOFF = datetime(2024, 1, 1, tzinfo=timezone.utc)
@@ -585,3 +586,40 @@ def test_bad_arguments_are_refused_before_any_statement(
 ) -> None:
     with pytest.raises(InvalidInputError, match=message):
         start()
+
+
+# -- the store's expired items ----------------------------------------------------------
+
+PAGE = [{} for _ in range(SWEEP_BATCH)]  # store_sweep counts rows: one empty row each
+
+
+def test_sweep_store_deletes_expired_items_a_page_per_op_after_the_threads() -> None:
+    ran, report = run_sweep(
+        older_than_sweep(SaverState(), MONTH, limits=SweepLimits(sweep_store=True)),
+        [AT_CUTOFF, NO_MORE, [PAGE], [PAGE], [[{}, {}]]],
+    )
+    assert [r.names for r in ran[2:]] == [["store_sweep"]] * 3
+    assert ran[2].stmt("store_sweep").params == {"limit": SWEEP_BATCH}
+    assert (report.store_items, report.complete) == (2 * SWEEP_BATCH + 2, True)
+    # without it the store is left alone, and the report says so
+    _, report = run_sweep(older_than_sweep(SaverState(), MONTH), [AT_CUTOFF, NO_MORE])
+    assert report.store_items is None
+
+
+def test_a_dry_run_counts_the_expired_items() -> None:
+    limits = SweepLimits(dry_run=True, sweep_store=True)
+    ran, report = run_sweep(
+        keep_last_sweep(SaverState(), 3, limits=limits),
+        [NO_MORE, [[{"items": 9, "expired": 4}]]],
+    )
+    assert ran[-1].names == ["store_count"] and ran[-1].stmts[0].params["prefix"] is None
+    assert report.store_items == 4
+
+
+def test_max_seconds_stops_the_store_sweep_after_a_page() -> None:
+    # 1 s after the start a second page begins; at 2 s none does (the items left
+    # are the next run's), though each page was full
+    limits = SweepLimits(max_seconds=1.5, sweep_store=True)
+    sweep = _sweep(SaverState(), older_than=None, keep=3, limits=limits, clock=clock(0, 1, 2))
+    _, report = run_sweep(sweep, [NO_MORE, [PAGE], [PAGE]])
+    assert (report.store_items, report.complete) == (2 * SWEEP_BATCH, False)

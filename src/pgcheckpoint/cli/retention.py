@@ -1,16 +1,17 @@
 """`pgcheckpoint prune` (for cron): the sweeps of `pgcheckpoint.maintenance.retention`.
 
 `pgcheckpoint prune` deletes threads idle for longer than `--older-than`, or
-trims history, in short transactions while the application keeps running.
-Run it from cron; it exits 0 when the sweep ran, even if some threads were
-skipped because something else held them (the next run takes them), and
-non-zero with a message when it could not run.
+trims history, in short transactions while the application keeps running,
+then the store's expired items (what `pgcheckpoint store sweep` deletes;
+`--no-store` leaves them). Run it from cron; it exits 0 when the sweep ran,
+even if some threads were skipped because something else held them (the
+next run takes them), and non-zero with a message when it could not run.
 
 Example:
     $ pgcheckpoint prune --older-than 30d --dry-run
     $ pgcheckpoint prune --older-than 30d --max-seconds 600
     $ pgcheckpoint prune --older-than 7d --strategy keep_latest
-    $ pgcheckpoint prune --keep-last 50
+    $ pgcheckpoint prune --keep-last 50 --no-store
     # crontab: every night at 03:17
     17 3 * * * PGCHECKPOINT_DSN=postgresql://app@db/app pgcheckpoint prune --older-than 30d
 """
@@ -49,8 +50,9 @@ def register(subparsers: Any) -> None:
         description=(
             "Delete the threads whose newest checkpoint is older than --older-than, or keep "
             "only their latest checkpoint (--strategy keep_latest), or trim every thread to "
-            "its newest N checkpoints (--keep-last N). Runs in short transactions, safe while "
-            "the application writes; a thread in use is skipped and taken by the next run."
+            "its newest N checkpoints (--keep-last N); then delete the store's expired items "
+            "(--no-store: leave them). Runs in short transactions, safe while the application "
+            "writes; a thread in use is skipped and taken by the next run."
         ),
     )
     what = p.add_mutually_exclusive_group(required=True)
@@ -75,6 +77,13 @@ def register(subparsers: Any) -> None:
         "checkpoint per namespace",
     )
     p.add_argument("--dry-run", action="store_true", help="print what would go; change nothing")
+    p.add_argument(
+        "--no-store",
+        dest="sweep_store",
+        action="store_false",
+        help="leave the store's expired items alone (by default they are deleted too, as "
+        "`pgcheckpoint store sweep` does)",
+    )
     p.add_argument(
         "--batch-size",
         type=positive_int,
@@ -135,6 +144,7 @@ def prune_command(args: argparse.Namespace) -> int:
         "max_seconds": args.max_seconds,
         "dry_run": args.dry_run,
         "progress": advance,
+        "sweep_store": args.sweep_store,
     }
     with PostgresSaver.from_conn_string(dsn, schema=schema) as saver, bar:
         if args.keep_last is not None:
@@ -159,6 +169,9 @@ def _print_report(report: PruneReport, *, trim: bool) -> None:
         f"{_n(report.writes, 'write')}, {_n(report.blobs, 'value')}, {human_size(report.bytes)} "
         f"(looked at {_n(report.examined, 'thread')})"
     )
+    if report.store_items is not None:
+        verb = "would delete" if report.dry_run else "deleted"
+        print(f"{verb} {_n(report.store_items, 'expired store item')}")
     if report.skipped:
         print(
             f"skipped {_n(len(report.skipped), 'thread')} in use (another sweep, a prune or a "
@@ -174,7 +187,8 @@ def _print_report(report: PruneReport, *, trim: bool) -> None:
         )
     if not report.complete:
         print(
-            "stopped at --max-threads or --max-seconds before the last thread; run again to go on",
+            "stopped at --max-threads or --max-seconds before the last thread or expired "
+            "store item; run again to go on",
             file=sys.stderr,
         )
 

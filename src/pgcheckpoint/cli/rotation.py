@@ -1,7 +1,8 @@
 """`pgcheckpoint rotate-key`: re-encrypt every stored value under the active key.
 
-Runs `pgcheckpoint.maintenance.rotation`. Keys come from the environment, as
-the application reads them (`EncryptedSerde.from_env()`):
+The checkpoints, their metadata, channel values and pending writes, and the
+store's items. Runs `pgcheckpoint.maintenance.rotation`. Keys come from the
+environment, as the application reads them (`EncryptedSerde.from_env()`):
 `PGCHECKPOINT_AES_KEYS=k2:<new>,k1:<old>` makes `k2` the active key and lets
 `k1` still decrypt. Run it while the application keeps running; once it
 reports no value left under another key, remove the old key. Interrupted, it
@@ -15,6 +16,7 @@ Example:
     $ export PGCHECKPOINT_AES_KEYS="k2:$NEW_KEY,k1:$OLD_KEY"
     $ pgcheckpoint rotate-key --dry-run
     $ pgcheckpoint rotate-key --batch-size 1000
+    $ pgcheckpoint rotate-key --allow-plaintext --store-filterable kind,user_id
 """
 
 from __future__ import annotations
@@ -71,6 +73,16 @@ def register(subparsers: Any) -> None:
             "rows written without encryption (default: source,step)"
         ),
     )
+    p.add_argument(
+        "--store-filterable",
+        metavar="FIELDS",
+        default="",
+        help=(
+            "comma-separated top-level fields of store items the application keeps readable "
+            "for filters (the store's filterable=); applied to items stored without "
+            "encryption (default: none)"
+        ),
+    )
     p.set_defaults(handler=rotate_key_command)
 
 
@@ -87,6 +99,7 @@ def rotate_key_command(args: argparse.Namespace) -> int:
     dsn = resolve_dsn(args)
     schema = resolve_schema(args)
     filterable = [k.strip() for k in args.filterable_metadata.split(",") if k.strip()]
+    store_filterable = [k.strip() for k in args.store_filterable.split(",") if k.strip()]
     try:
         serde = EncryptedSerde.from_env(
             serde=StrictSerializer(),
@@ -106,7 +119,13 @@ def rotate_key_command(args: argparse.Namespace) -> int:
                 f"{plaintext} of them are stored without encryption, which the run refuses: "
                 "to encrypt them too, run `pgcheckpoint rotate-key --allow-plaintext "
                 "--filterable-metadata KEYS` (the metadata keys the application keeps "
-                "readable, default source,step)",
+                "readable, default source,step)"
+                + (
+                    ", with --store-filterable FIELDS for the store's items (the fields "
+                    "its filters read, default none)"
+                    if report.counts.get(PLAINTEXT_LABEL, {}).get("items")
+                    else ""
+                ),
                 file=sys.stderr,
             )
         return EXIT_OK
@@ -118,7 +137,14 @@ def rotate_key_command(args: argparse.Namespace) -> int:
         progress.advance(done - progress.done)
 
     with progress:
-        report = rotate_key(dsn, serde, schema=schema, batch_size=args.batch_size, progress=advance)
+        report = rotate_key(
+            dsn,
+            serde,
+            schema=schema,
+            batch_size=args.batch_size,
+            progress=advance,
+            store_filterable=store_filterable,
+        )
     line = f"re-encrypted {report.rotated} values under key {serde.active!r}"
     if report.skipped:
         line += (

@@ -1,7 +1,8 @@
 """`pgcheckpoint stats`: what the tables hold, from `pgcheckpoint.maintenance.stats`.
 
-Rows and bytes of each table (data and indexes), the oldest and newest
-checkpoint, and the threads whose stored values take the most room. Read-only.
+Rows and bytes of each table (data and indexes), the store's items (and
+those expired but not swept yet), the oldest and newest checkpoint, and the
+threads whose stored values take the most room. Read-only.
 `--prometheus` prints the figures in Prometheus' text format, for
 node_exporter's textfile collector (without the largest threads).
 
@@ -30,7 +31,6 @@ from . import (
 )
 
 DEFAULT_TOP = 10
-TABLES = ("pgc_checkpoints", "pgc_blobs", "pgc_writes")
 
 
 def register(subparsers: Any) -> None:
@@ -82,6 +82,8 @@ def stats_command(args: argparse.Namespace) -> int:
     print(f"checkpoints  {stats.checkpoints}")
     print(f"values       {stats.blobs}")
     print(f"writes       {stats.writes}")
+    items, expired = stats.store.get("items", 0), stats.store.get("expired", 0)
+    print(f"store items  {items}" + (f" ({expired} expired, not swept yet)" if expired else ""))
     print(f"oldest       {_when(stats.oldest)}")
     print(f"newest       {_when(stats.newest)}")
     lost = stats.unreachable
@@ -108,13 +110,20 @@ def stats_command(args: argparse.Namespace) -> int:
         print("damaged      0")
     print()
     rows = [["table", "rows", "data", "indexes", "total"]]
-    counts = dict(zip(TABLES, (stats.checkpoints, stats.blobs, stats.writes), strict=True))
-    for table in TABLES:
+    counts = {
+        "pgc_checkpoints": str(stats.checkpoints),
+        "pgc_blobs": str(stats.blobs),
+        "pgc_writes": str(stats.writes),
+        "pgc_store": str(items),
+    }
+    # the tables whose rows are not counted (pgc_deletions; the vector table,
+    # where a store with an index made it) with their sizes, which `all` adds up
+    for table in [*counts, *(t for t in stats.tables if t not in counts)]:
         size = stats.tables.get(table, {})
         rows.append(
             [
                 table,
-                str(counts[table]),
+                counts.get(table, "-"),
                 human_size(size.get("table_bytes", 0)),
                 human_size(size.get("index_bytes", 0)),
                 human_size(size.get("total_bytes", 0)),

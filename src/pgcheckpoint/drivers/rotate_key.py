@@ -8,7 +8,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -46,12 +46,14 @@ def rotate_key(
     batch_size: int = DEFAULT_BATCH_SIZE,
     dry_run: bool = False,
     progress: Progress | None = None,
+    store_filterable: Iterable[str] = (),
 ) -> RotationReport:
     """Re-encrypt every stored value under the active key, in batches.
 
-    Safe while the application runs: each row is rewritten only if it still
-    holds what was read. Interrupted, it resumes when called again. Once
-    `remaining` is empty, keys other than the active one can be removed.
+    The checkpoints, their metadata, values and writes, and the store's
+    items. Safe while the application runs: each row is rewritten only if it
+    still holds what was read. Interrupted, it resumes when called again.
+    Once `remaining` is empty, keys other than the active one can be removed.
     Configure every writer with the new key first, or values they save under
     an old key remain.
 
@@ -63,6 +65,9 @@ def rotate_key(
         batch_size: Rows read and rewritten per round trip.
         dry_run: Only count the values per key id.
         progress: Called with (values done, values to do) after each batch.
+        store_filterable: The fields a store item stored in clear keeps
+            readable once sealed (the store's `filterable`; only with
+            `allow_plaintext`): the rest of its readable copy goes.
 
     Raises:
         DecryptionError: A value cannot be decrypted with the keys given
@@ -77,6 +82,12 @@ def rotate_key(
     if not isinstance(serde, EncryptedSerde):
         raise InvalidInputError(f"rotate_key needs an EncryptedSerde, not {type(serde).__name__}")
     with _saver(conn, serde, schema) as saver:
-        sweep = rotation_sweep(saver, batch_size=batch_size, dry_run=dry_run, progress=progress)
+        sweep = rotation_sweep(
+            saver,
+            batch_size=batch_size,
+            dry_run=dry_run,
+            progress=progress,
+            store_filterable=store_filterable,
+        )
         report: RotationReport = saver.run_each(sweep, name="rotate_key")
     return report

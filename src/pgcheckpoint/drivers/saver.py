@@ -336,6 +336,7 @@ class PostgresSaver(Runner, CrossCalls):
         max_seconds: float | None = None,
         dry_run: bool = False,
         progress: Callable[[PruneReport], None] | None = None,
+        sweep_store: bool = False,
     ) -> PruneReport:
         """Delete the threads idle for longer than `older_than`, or trim them.
 
@@ -354,6 +355,8 @@ class PostgresSaver(Runner, CrossCalls):
             dry_run: Count what would go; change nothing.
             progress: Called with the report so far after each batch (and
                 once before the first, with `total` counted).
+            sweep_store: Then delete the store's expired items too
+                (`pgc_store`; `report.store_items` counts them).
 
         Returns:
             What went (or would go), and the threads skipped or failed.
@@ -363,7 +366,7 @@ class PostgresSaver(Runner, CrossCalls):
             >>> report.threads, report.checkpoints  # doctest: +SKIP
             (12, 480)
         """
-        limits = SweepLimits(batch_size, max_threads, max_seconds, dry_run, progress)
+        limits = SweepLimits(batch_size, max_threads, max_seconds, dry_run, progress, sweep_store)
         sweep = older_than_sweep(self, older_than, strategy=strategy, limits=limits)
         return self.run_each(sweep, name="prune_older_than")
 
@@ -376,6 +379,7 @@ class PostgresSaver(Runner, CrossCalls):
         max_seconds: float | None = None,
         dry_run: bool = False,
         progress: Callable[[PruneReport], None] | None = None,
+        sweep_store: bool = False,
     ) -> PruneReport:
         """Trim every thread to its newest `keep` checkpoints per namespace, whatever their age.
 
@@ -386,7 +390,7 @@ class PostgresSaver(Runner, CrossCalls):
             >>> saver.prune_keep_last(20, dry_run=True).checkpoints  # doctest: +SKIP
             1200
         """
-        limits = SweepLimits(batch_size, max_threads, max_seconds, dry_run, progress)
+        limits = SweepLimits(batch_size, max_threads, max_seconds, dry_run, progress, sweep_store)
         return self.run_each(keep_last_sweep(self, keep, limits=limits), name="prune_keep_last")
 
     def get_delta_channel_history(

@@ -30,12 +30,19 @@ from typing import Any
 import psycopg
 from langgraph.store.base import BaseStore, Op, PutOp, Result, TTLConfig
 from langgraph.store.base.batch import AsyncBatchedBaseStore
+from psycopg.rows import dict_row
 
 from ..schema.ddl import migration_lock
 from ..statements.queries import Queries
 from ..store.batch import prepare_batch
 from ..store.state import StoreState
-from ..store.vectors import IndexSettings, PgvectorMissingError, vector_ddl
+from ..store.vectors import (
+    VECTOR_TABLE,
+    IndexSettings,
+    PgvectorMissingError,
+    index_name,
+    vector_ddl,
+)
 from ..telemetry.activity import logger
 from ..validate import check_schema
 
@@ -61,19 +68,28 @@ def sweep_seconds(ttl_config: TTLConfig | None, minutes: float | None) -> float:
 def setup_vectors(conninfo: str, schema: str, settings: IndexSettings) -> None:
     """Create pgvector, the vector table and its index, under the migration lock.
 
+    Where all of them are there already, as `settings` asks, nothing is
+    created: an application role given the runtime grants (`pgcheckpoint
+    grants`), which may not run DDL, sets up a store the migrating role set up.
+
     Raises:
         PgvectorMissingError: The server has no pgvector (the message says how
             to install it), or the table holds vectors of another type or
             dimension than `settings`.
     """
     schema = check_schema(schema)
-    table = psycopg.sql.Identifier(schema, "pgc_store_vectors").as_string(None)
-    with migration_lock(conninfo, schema), psycopg.connect(conninfo, autocommit=True) as conn:
-        query = Queries(schema)["store_vector_column"]
-        row = conn.execute(query, {"table": table}).fetchone() or (None, False, False)
-        column_type, installed, available = row
-        if not installed:
-            if not available:
+    index = index_name(settings)
+    found = {
+        "table": psycopg.sql.Identifier(schema, VECTOR_TABLE).as_string(None),
+        "index": None if index is None else psycopg.sql.Identifier(schema, index).as_string(None),
+    }
+    with (
+        migration_lock(conninfo, schema),
+        psycopg.connect(conninfo, autocommit=True, row_factory=dict_row) as conn,
+    ):
+        row = conn.execute(Queries(schema)["store_vector_column"], found).fetchall()[0]
+        if not row["installed"]:
+            if not row["available"]:
                 raise PgvectorMissingError(
                     "semantic search needs the pgvector extension, which this PostgreSQL "
                     f"server does not have: {_INSTALL}"
@@ -85,12 +101,15 @@ def setup_vectors(conninfo: str, schema: str, settings: IndexSettings) -> None:
                     "semantic search needs the pgvector extension, which this role may not "
                     "create: have a superuser run CREATE EXTENSION vector in this database"
                 ) from exc
+        column_type = row["column_type"]
         if column_type is not None and column_type != settings.column_type:
             raise PgvectorMissingError(
                 f"the store's vectors in schema {schema!r} are {column_type}, but its index "
                 f"config asks for {settings.column_type}: use the same dims and vector_type, "
                 "or another schema"
             )
+        if row["installed"] and column_type is not None and (index is None or row["indexed"]):
+            return
         for statement in vector_ddl(schema, settings):
             conn.execute(statement)
 

@@ -34,6 +34,11 @@ hits a foreign-key violation (a concurrent put stored a delta on a value being
 deleted) or a deadlock rolls back and runs again one thread at a time; a thread
 that fails alone is reported and left for the next sweep.
 
+With `sweep_store`, the sweep then deletes the store's expired items
+(`pgc_store`, `PostgresStore`'s TTLs) with the statement the store's own
+`sweep_ttl()` runs (`pgcheckpoint.store.batch.sweep_page_op`), a page of
+them per transaction, skipping items a writer holds (a put renewing one).
+
 Example:
     >>> from datetime import timedelta
     >>> report = saver.prune_older_than(timedelta(days=30))  # doctest: +SKIP
@@ -63,6 +68,7 @@ from ..core.rows import checkpoint_keys, row_key
 from ..core.state import SaverState
 from ..errors import InvalidInputError
 from ..ops import Op, Row, Stmt, Sweep
+from ..store.batch import SWEEP_BATCH, count_op, sweep_page_op
 from ..telemetry.activity import logger
 from ..validate import check_count
 
@@ -104,7 +110,11 @@ class PruneReport:
             first (for progress), else None.
         dry_run: Nothing was deleted; the counts are what would have gone.
         complete: False when `max_threads` or `max_seconds` stopped the sweep
-            before the last thread; run it again to go on.
+            before the last thread, or `max_seconds` before the last expired
+            store item; run it again to go on.
+        store_items: With `sweep_store`, the store's expired items deleted
+            (on a dry run, those that would go); None when the store was left
+            alone.
 
     Example:
         >>> PruneReport(threads=2, checkpoints=10).checkpoints
@@ -122,6 +132,7 @@ class PruneReport:
     total: int | None = None
     dry_run: bool = False
     complete: bool = True
+    store_items: int | None = None
 
     def add(self, counts: Row) -> None:
         """Add one batch's counts (threads, checkpoints, writes, blobs, bytes)."""
@@ -160,6 +171,8 @@ class SweepLimits:
         dry_run: Count what would go; change nothing.
         progress: Called with the report so far after each batch (and once
             before the first, with `total` counted).
+        sweep_store: Then delete the store's expired items too (a page of
+            them per transaction; `max_seconds` stops it as well).
 
     Example:
         >>> SweepLimits(batch_size=50).batch_size
@@ -171,6 +184,7 @@ class SweepLimits:
     max_seconds: float | None = None
     dry_run: bool = False
     progress: Progress | None = None
+    sweep_store: bool = False
 
     def __post_init__(self) -> None:
         batch_size, max_threads, max_seconds = self.batch_size, self.max_threads, self.max_seconds
@@ -193,6 +207,8 @@ class SweepLimits:
             raise InvalidInputError(
                 f"max_seconds must be a positive number or None, not {max_seconds!r}"
             )
+        if not isinstance(self.sweep_store, bool):
+            raise InvalidInputError(f"sweep_store must be True or False, not {self.sweep_store!r}")
 
 
 def older_than_sweep(
@@ -298,7 +314,29 @@ def _sweep(
         report.examined += len(thread_ids)
         if progress is not None:
             progress(report)
+    if limits.sweep_store:
+        yield from _sweep_store(report, limits, lambda: clock() - started)
     return report
+
+
+def _sweep_store(
+    report: PruneReport, limits: SweepLimits, elapsed: Callable[[], float]
+) -> Generator[Op[Any], Any, None]:
+    """Delete the store's expired items, a page per transaction (a dry run counts them)."""
+    if limits.dry_run:
+        counts = yield count_op(())
+        report.store_items = counts["expired"]
+        return
+    report.store_items = 0
+    while True:
+        # the first page always runs, as the first batch of threads does
+        swept = yield sweep_page_op(SWEEP_BATCH)
+        report.store_items += swept
+        if swept < SWEEP_BATCH:
+            return
+        if limits.max_seconds is not None and elapsed() >= limits.max_seconds:
+            report.complete = False
+            return
 
 
 def _run_batch(

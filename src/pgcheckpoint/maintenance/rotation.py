@@ -7,7 +7,9 @@ the client with the same row binding, and written back by one `UPDATE` that
 only touches a row still holding what was read, so the application can keep
 running: a value it saves meanwhile is left as it saved it. Only rows not yet
 under the active key are selected, so an interrupted run resumes where it
-stopped when started again.
+stopped when started again. The savers' tables go first, then the store's
+items (`pgc_store`, `pgcheckpoint.store.values.reseal_item`), which the
+`UPDATE` locks in key order as the store's own writes do.
 
 Example:
     >>> from pgcheckpoint.maintenance.rotation import rotate_key, rotation_sweep
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,17 +35,19 @@ from ..core.reseal import reseal_blob, reseal_checkpoint, reseal_metadata, resea
 from ..core.state import SaverState
 from ..errors import InvalidInputError
 from ..ops import Op, Row, Stmt, Sweep
+from ..store.values import reseal_item
 from ..validate import check_count
 
 __all__ = ["DEFAULT_BATCH_SIZE", "VALUE_KINDS", "Progress", "RotationReport", "rotation_sweep"]
 
-# The kinds of stored values, as `count_values_by_cipher` names them.
-VALUE_KINDS = ("checkpoints", "metadata", "blobs", "writes")
+# The kinds of stored values, as `count_values_by_cipher` names them (`items`: the store's).
+VALUE_KINDS = ("checkpoints", "metadata", "blobs", "writes", "items")
 # Tables in the order they are rotated, with their primary key columns.
 _TABLE_KEYS: dict[str, tuple[str, ...]] = {
     "checkpoints": ("thread_id", "checkpoint_ns", "checkpoint_id"),
     "blobs": ("thread_id", "checkpoint_ns", "channel", "version"),
     "writes": ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx"),
+    "items": ("ns", "key"),
 }
 DEFAULT_BATCH_SIZE = 500
 _UNSEALED_LABELS = (PLAINTEXT_LABEL, LANGGRAPH_EAX_LABEL)
@@ -59,7 +63,7 @@ class RotationReport:
         active: The key id values are re-encrypted under.
         counts: Stored values per key label (a key id, `(plaintext)` or
             `(langgraph-eax)`) and kind (`checkpoints`, `metadata`, `blobs`,
-            `writes`), before the run.
+            `writes`, and `items` of the store), before the run.
         to_rotate: Values that were not under the active key before the run.
         rotated: Values re-encrypted.
         skipped: Rows the application saved again while they were being
@@ -108,7 +112,12 @@ def not_active(counts: dict[str, dict[str, int]], active: str) -> dict[str, int]
 
 
 def rotate_page_op(
-    core: SaverState, table: str, after: Row | None, limit: int
+    core: SaverState,
+    table: str,
+    after: Row | None,
+    limit: int,
+    *,
+    store_filterable: frozenset[str] = frozenset(),
 ) -> Op[tuple[int, int, Row | None]]:
     """Re-encrypt one page of `table` under the active key, in row format 2.
 
@@ -117,7 +126,8 @@ def rotate_page_op(
     table is done). A row sealed by pgcheckpoint 0.1.0, by LangGraph or
     stored in clear gains the row format 2 structure from its columns as they
     are (`pgcheckpoint.core.reseal`); one in format 2 is checked against its
-    sealed record first.
+    sealed record first. A store item stored in clear keeps only the
+    `store_filterable` fields readable (`pgcheckpoint.store.values.reseal_item`).
 
     Example:
         >>> op = rotate_page_op(SaverState(serde=serde), "blobs", None, 100)  # doctest: +SKIP
@@ -173,6 +183,23 @@ def rotate_page_op(
                 update[column].append(value)
             where = tuple(row[c] for c in key_columns)
             resealed[where] = int(type_ != row["type"]) + int(mtype != row["metadata_type"])
+    elif table == "items":
+        columns = ("old_type", "old_digest", "old_doc", "type", "value", "doc")
+        update.update({c: [] for c in columns})
+        for row in rows:
+            type_, data, doc = reseal_item(
+                core,
+                row["ns"],
+                row["key"],
+                row["type"],
+                row["value"],
+                row["doc"],
+                filterable=store_filterable,
+            )
+            values = [row["type"], _digest(row["value"]), json.dumps(row["doc"]), type_, data, doc]
+            for column, value in zip(columns, values, strict=True):
+                update[column].append(value)
+            resealed[(row["ns"], row["key"])] = 1
     else:
         reseal = reseal_blob if table == "blobs" else reseal_write
         if table == "blobs":
@@ -228,6 +255,7 @@ def rotation_sweep(
     batch_size: int = DEFAULT_BATCH_SIZE,
     dry_run: bool = False,
     progress: Progress | None = None,
+    store_filterable: Iterable[str] = (),
 ) -> Sweep[RotationReport]:
     """Re-encrypt every stored value under the active key of `core.serde`, in batches.
 
@@ -248,7 +276,10 @@ def rotation_sweep(
             f"key rotation needs the saver's serde to be an EncryptedSerde, not "
             f"{type(serde).__name__}"
         )
-    return _rotate(core, serde, batch_size, dry_run, progress)
+    if isinstance(store_filterable, str):
+        raise InvalidInputError("store_filterable must be a list of field names, not one string")
+    filterable = frozenset(store_filterable)
+    return _rotate(core, serde, batch_size, dry_run, progress, filterable)
 
 
 def _rotate(
@@ -257,6 +288,7 @@ def _rotate(
     batch_size: int,
     dry_run: bool,
     progress: Progress | None,
+    filterable: frozenset[str],
 ) -> Sweep[RotationReport]:
     report = RotationReport(active=serde.active)
     report.counts = yield value_counts_op()
@@ -269,7 +301,8 @@ def _rotate(
     for table in _TABLE_KEYS:
         after: Row | None = None
         while True:
-            values, skipped, after = yield rotate_page_op(core, table, after, batch_size)
+            page = rotate_page_op(core, table, after, batch_size, store_filterable=filterable)
+            values, skipped, after = yield page
             report.rotated += values
             report.skipped += skipped
             done += values

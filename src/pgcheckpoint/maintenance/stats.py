@@ -18,6 +18,8 @@ from psycopg import sql
 from ..errors import InvalidInputError
 from ..ops import Op, Stmt
 from ..schema.ddl import TABLES
+from ..store.batch import count_op
+from ..store.vectors import VECTOR_TABLE
 from ..validate import check_count
 
 __all__ = ["StorageStats", "prometheus_text", "storage_stats_op"]
@@ -37,8 +39,10 @@ class StorageStats:
         writes: Rows of `pgc_writes` (pending writes).
         oldest: When the oldest checkpoint was saved, or None.
         newest: When the newest checkpoint was saved, or None.
+        store: The store's items (`items`, rows of `pgc_store`) and how many
+            of them have expired but are not swept yet (`expired`).
         tables: Per table: `table_bytes` (heap and TOAST), `index_bytes`,
-            `total_bytes`.
+            `total_bytes`; the store's vector table too, where it exists.
         largest: The threads whose values take most space, largest first:
             thread_id, checkpoints, blobs, writes, bytes, oldest, newest.
         unreachable: Rows no read reaches, and their stored size (`checkpoints`,
@@ -62,6 +66,7 @@ class StorageStats:
     writes: int
     oldest: datetime | None = None
     newest: datetime | None = None
+    store: dict[str, int] = field(default_factory=dict)
     tables: dict[str, dict[str, int]] = field(default_factory=dict)
     largest: list[dict[str, Any]] = field(default_factory=list)
     unreachable: dict[str, int] = field(default_factory=dict)
@@ -88,9 +93,10 @@ def prometheus_text(stats: StorageStats, schema: str = "public") -> str:
     """The stats in Prometheus' text format, for node_exporter's textfile collector.
 
     Gauges labelled with the schema (and the table): threads, rows, bytes of
-    data and of indexes, and the times of the oldest and newest checkpoint
-    (left out while there is none). The largest threads are left out: thread
-    ids are personal data in many applications, and one series each is too many.
+    data and of indexes, the store's expired items not swept yet, and the
+    times of the oldest and newest checkpoint (left out while there is none).
+    The largest threads are left out: thread ids are personal data in many
+    applications, and one series each is too many.
 
     Example:
         >>> text = prometheus_text(StorageStats(threads=2, checkpoints=9, blobs=4, writes=1))
@@ -104,6 +110,7 @@ def prometheus_text(stats: StorageStats, schema: str = "public") -> str:
 
     rows = {"pgc_checkpoints": stats.checkpoints, "pgc_blobs": stats.blobs}
     rows["pgc_writes"] = stats.writes
+    rows["pgc_store"] = stats.store.get("items", 0)
     damaged = {"pgc_checkpoints": stats.damaged.get("checkpoints", 0)}
     damaged["pgc_blobs"] = stats.damaged.get("blobs", 0)
     data = {table: sizes.get("table_bytes", 0) for table, sizes in stats.tables.items()}
@@ -114,6 +121,11 @@ def prometheus_text(stats: StorageStats, schema: str = "public") -> str:
         ("table_data_bytes", "Bytes of each table on disk, TOAST included", per_table(data)),
         ("table_index_bytes", "Bytes of the indexes of each table on disk", per_table(indexes)),
         ("damaged_rows", "Rows not as pgcheckpoint writes them", per_table(damaged)),
+        (
+            "store_expired_items",
+            "Store items whose TTL has run out, not swept yet",
+            [(of_schema, stats.store.get("expired", 0))],
+        ),
     ]
     for end, when in (("oldest", stats.oldest), ("newest", stats.newest)):
         if when is not None:
@@ -147,17 +159,21 @@ def storage_stats_op(schema: str = "public", *, top: int = 10) -> Op[StorageStat
     check_count("top", top)
     rows = yield Stmt("storage_counts", fetch=True)
     stats = StorageStats(**{k: v for k, v in rows[0].items()})
+    stats.store = yield from count_op(())
+    tables = [*TABLES, VECTOR_TABLE]
     sizes = yield Stmt(
         "storage_table_sizes",
         {
-            "names": list(TABLES),
-            "relations": [sql.Identifier(schema, t).as_string(None) for t in TABLES],
+            "names": tables,
+            "relations": [sql.Identifier(schema, t).as_string(None) for t in tables],
         },
         fetch=True,
     )
-    stats.tables = {
-        r["table_name"]: {k: int(r[k]) for k in ("table_bytes", "index_bytes", "total_bytes")}
-        for r in sizes
+    measured = {r["table_name"]: r for r in sizes}
+    stats.tables = {  # in the order of `tables`
+        t: {k: int(measured[t][k]) for k in ("table_bytes", "index_bytes", "total_bytes")}
+        for t in tables
+        if t in measured
     }
     lost = yield Stmt("storage_unreachable", fetch=True)
     stats.unreachable = {k: int(v) for k, v in lost[0].items()}

@@ -11,8 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import psycopg
+from psycopg import sql
 
 from ..errors import PgCheckpointError
+from ..store.vectors import VECTOR_TABLE
 from ..validate import check_schema
 from .ddl import TABLES, VERSION_TABLE, ident
 
@@ -20,24 +22,40 @@ __all__ = ["Ownership", "check_ownership", "ownership", "runtime_grants"]
 
 
 def runtime_grants(role: str, schema: str = "public") -> list[str]:
-    """The GRANTs an application role needs to run the savers, and nothing more.
+    """The GRANTs an application role needs to run the savers and the store, and nothing more.
 
-    Reading and writing the tables, plus reading the version table (so a schema
-    that is behind is reported as such). No DDL: the migrating role keeps that.
-    The statements are idempotent; run them again after a release whose
-    migrations add a table.
+    Reading and writing the tables, and the store's vector table where it
+    exists (`setup()` of a store with an `index` creates it, not a
+    migration), plus reading the version table (so a schema that is behind
+    is reported as such). No DDL: the migrating role keeps that. The
+    statements are idempotent; run them again after a release whose
+    migrations add a table, and after the migrating role first sets up a
+    store with an `index`.
 
     Example:
         >>> runtime_grants("app", "tenant_a")[0]
         'GRANT USAGE ON SCHEMA "tenant_a" TO "app"'
     """
-    s, r = ident(check_schema(schema)), ident(role)
+    schema = check_schema(schema)
+    s, r = ident(schema), ident(role)
     tables = ", ".join(f"{s}.{table}" for table in TABLES)
+    vectors = _text_literal(sql.Identifier(schema, VECTOR_TABLE).as_string(None))
     return [
         f"GRANT USAGE ON SCHEMA {s} TO {r}",
         f"GRANT SELECT, INSERT, UPDATE, DELETE ON {tables} TO {r}",
         f"GRANT SELECT ON {s}.{VERSION_TABLE} TO {r}",
+        f"DO $$ BEGIN IF to_regclass({vectors}) IS NOT NULL THEN "
+        f"GRANT SELECT, INSERT, UPDATE, DELETE ON {s}.{VECTOR_TABLE} TO {r}; END IF; END $$",
     ]
+
+
+def _text_literal(text: str) -> str:
+    # Inside a `DO $$ ... $$` block a `$` could end the quoting: a U& literal
+    # spells it as an escape, as `ident` does in names.
+    quoted = text.replace("'", "''")
+    if "$" not in text and "\\" not in text:
+        return f"'{quoted}'"
+    return "U&'" + quoted.replace("\\", "\\\\").replace("$", "\\0024") + "'"
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from psycopg import sql
 from ..resources import sql_dir
 from ..validate import check_schema
 
-__all__ = ["Queries", "Statement", "retry_safe", "statement_names"]
+__all__ = ["Queries", "Statement", "retry_safe", "statement_names", "statement_template"]
 
 _BLOCK = re.compile(r"^-- (name|fragment): (\w+)\s*$", re.MULTILINE)
 _FACT = re.compile(r"-- (retry|prepare): (\w+)\s*$")
@@ -113,6 +113,23 @@ def _expanded() -> dict[str, str]:
             text = expanded
         out[name] = _uncommented(text)
     return out
+
+
+def statement_template(name: str) -> str:
+    """A statement's SQL as `Queries` renders it, but with `{schema}` left in.
+
+    Its fragments are in and its comments out. For SQL that runs a statement
+    another way: the pg_cron procedure of `sql/retention.sql` runs
+    `store_sweep` through `EXECUTE format(...)` (tools/render_retention.py).
+
+    Example:
+        >>> statement_template("store_sweep").splitlines()[0]
+        'DELETE FROM {schema}.pgc_store s'
+    """
+    try:
+        return _expanded()[name]
+    except KeyError:
+        raise KeyError(f"no SQL statement named {name!r} in sql/queries/") from None
 
 
 def statement_names() -> frozenset[str]:

@@ -1,4 +1,4 @@
-"""The store's ops: a batch of `BaseStore` ops, and the TTL sweep.
+"""The store's ops: a batch of `BaseStore` ops, the TTL sweep, the count of items.
 
 `prepare_batch` checks a batch and encodes its puts (so that bad input fails
 before any statement); the driver then embeds `Prepared.texts` and the
@@ -45,7 +45,16 @@ from .plans import (
 from .state import StoreState
 from .values import StoredValue, decode_value, encode_value
 
-__all__ = ["Prepared", "count_op", "prepare_batch", "read_op", "sweep_op", "write_op"]
+__all__ = [
+    "SWEEP_BATCH",
+    "Prepared",
+    "count_op",
+    "prepare_batch",
+    "read_op",
+    "sweep_op",
+    "sweep_page_op",
+    "write_op",
+]
 
 # Expired items one sweep statement deletes.
 SWEEP_BATCH = 1000
@@ -279,6 +288,20 @@ def read_op(state: StoreState, prepared: Prepared, *, omit_expired: bool) -> Sto
     return results
 
 
+def sweep_page_op(limit: int = SWEEP_BATCH) -> StoreOp[int]:
+    """Delete up to `limit` expired items, in one statement; how many went.
+
+    Fewer than `limit` means none is left (but those a writer held). A sweep
+    that commits each page on its own (`pgcheckpoint prune`) runs this.
+
+    Example:
+        >>> next(sweep_page_op()).params
+        {'limit': 1000}
+    """
+    rows = yield Stmt("store_sweep", {"limit": limit}, count=True)
+    return len(rows)
+
+
 def sweep_op(limit: int = SWEEP_BATCH) -> StoreOp[int]:
     """Delete every expired item, `limit` per statement; how many went.
 
@@ -288,9 +311,9 @@ def sweep_op(limit: int = SWEEP_BATCH) -> StoreOp[int]:
     """
     total = 0
     while True:
-        rows = yield Stmt("store_sweep", {"limit": limit}, count=True)
-        total += len(rows)
-        if len(rows) < limit:
+        swept = yield from sweep_page_op(limit)
+        total += swept
+        if swept < limit:
             return total
 
 

@@ -25,6 +25,7 @@ from ..ops import Op, Stmt, Sweep
 from .plans import namespace_labels
 from .state import StoreState
 from .values import encode_value
+from .vectors import VECTOR_TABLE
 
 __all__ = ["ImportReport", "import_sweep"]
 
@@ -57,7 +58,7 @@ def _tables_op(schema: str) -> Op[dict[str, Any]]:
     names = {
         "store": sql.Identifier(schema, "store").as_string(None),
         "vectors": sql.Identifier(schema, "store_vectors").as_string(None),
-        "ours": sql.Identifier(schema, "pgc_store_vectors").as_string(None),
+        "ours": sql.Identifier(schema, VECTOR_TABLE).as_string(None),
     }
     rows = yield Stmt("store_official_tables", names, fetch=True)
     return dict(rows[0])

@@ -8,7 +8,8 @@ bytes. Beside it, `doc` is what filters read, as JSONB: the whole value, or
 with a key configured only the fields declared filterable (those stay in the
 clear; the rest is sealed). A sealed item's `doc` is checked against the
 value it was sealed with on every read: its keys are bound to the seal, its
-values compared.
+values compared. `reseal_item` seals a stored value again under the active key
+(`pgcheckpoint rotate-key`).
 
 Example:
     >>> encode_json({"b": 1, "a": "x"})
@@ -24,13 +25,20 @@ from typing import Any
 
 from ..codec.binding import as_sealer, binding
 from ..codec.integrity import projection_keys
-from ..codec.labels import cipher_label
+from ..codec.labels import PLAINTEXT_LABEL, cipher_label
 from ..codec.metadata import json_projection
 from ..codec.values import ValueCodec
 from ..errors import DecryptionError, InvalidInputError
 from .plans import namespace_text
 
-__all__ = ["StoredValue", "decode_value", "encode_json", "encode_value", "item_binding"]
+__all__ = [
+    "StoredValue",
+    "decode_value",
+    "encode_json",
+    "encode_value",
+    "item_binding",
+    "reseal_item",
+]
 
 # (type, bytes, doc as JSON text) of one item as `store_put` takes it
 StoredValue = tuple[str, bytes, str]
@@ -170,8 +178,23 @@ def decode_value(
         {'v': 1}
     """
     aad = item_binding(ns, key)
-    columns = (projection_keys(doc),)
-    inner_type, raw = codec.unpack_value(type_, data, aad, columns)
+    inner_type, raw = codec.unpack_value(type_, data, aad, (projection_keys(doc),))
+    return _opened(codec, ns, key, type_, inner_type, raw, doc, sealed, deserializer)
+
+
+def _opened(
+    codec: ValueCodec,
+    ns: str,
+    key: str,
+    type_: str,
+    inner_type: str,
+    raw: bytes,
+    doc: Any,
+    sealed: bool,
+    deserializer: Callable[[bytes], dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """An item's value from its unsealed bytes; a sealed one's `doc` checked against it."""
+    aad = item_binding(ns, key)
     if inner_type == "json":
         value: dict[str, Any] = (
             deserializer(raw) if deserializer else json.loads(raw.decode("utf-8", "surrogatepass"))
@@ -187,3 +210,45 @@ def decode_value(
                 "differ from the sealed value; restore the row from a backup, or delete it"
             )
     return value
+
+
+def reseal_item(
+    codec: ValueCodec,
+    ns: str,
+    key: str,
+    type_: str,
+    data: bytes,
+    doc: Any,
+    *,
+    filterable: frozenset[str],
+) -> tuple[str, bytes, str | None]:
+    """An item's value sealed again by `codec`'s active key: its type, bytes and new `doc`.
+
+    A sealed value is first checked as a read checks it (its seal, and its
+    readable fields against it), then sealed again as it is, bound to the
+    same item and readable fields: its `doc` stays (None). A value stored in
+    clear (read only with `allow_plaintext`) is sealed for the first time,
+    and its `doc` cut down to the `filterable` fields (the JSON text returned).
+
+    Raises:
+        InvalidInputError: `codec`'s serializer does not encrypt.
+        DecryptionError: The value or its readable fields were altered, or it
+            is stored in clear and the serializer does not allow plaintext.
+
+    Example:
+        >>> reseal_item(codec, "users.u1", "prefs", type_, data, doc,  # doctest: +SKIP
+        ...             filterable=frozenset())[0]
+        'json+aesgcm2:k2'
+    """
+    if as_sealer(codec.serde) is None:
+        raise InvalidInputError("re-sealing store items needs an encrypting serde (EncryptedSerde)")
+    aad = item_binding(ns, key)
+    # opened once, and checked as a read checks it; in clear only with allow_plaintext
+    inner, raw = codec.unpack_value(type_, data, aad, (projection_keys(doc),))
+    value = _opened(codec, ns, key, type_, inner, raw, doc, True)
+    new_doc = None
+    if cipher_label(type_) == PLAINTEXT_LABEL:
+        new_doc = _doc_text(value, None, filterable)
+        doc = json.loads(new_doc)
+    # sealed again as a put would seal it now (compressed when the serde asks)
+    return (*codec.pack_value(inner, raw, aad, (projection_keys(doc),)), new_doc)

@@ -29,7 +29,18 @@ from psycopg import sql
 
 from ..errors import InvalidInputError, PgCheckpointError
 
-__all__ = ["IndexSettings", "PgvectorMissingError", "vector_ddl", "vector_literal"]
+__all__ = [
+    "VECTOR_TABLE",
+    "IndexSettings",
+    "PgvectorMissingError",
+    "index_name",
+    "vector_ddl",
+    "vector_literal",
+]
+
+# The table of the vectors, beside pgc_store: `setup()` of a store with an `index`
+# creates it (`vector_ddl`), not a migration revision.
+VECTOR_TABLE = "pgc_store_vectors"
 
 # each distance's operator class (store_search_vector holds the operators)
 _DISTANCES = {"cosine": "cosine_ops", "l2": "l2_ops", "inner_product": "ip_ops"}
@@ -173,6 +184,18 @@ def vector_literal(vector: Sequence[float], dims: int) -> str:
     return "[" + ",".join(repr(x) for x in values) + "]"
 
 
+def index_name(settings: IndexSettings) -> str | None:
+    """The name of the vector table's ANN index, or None for `flat` (no index).
+
+    Example:
+        >>> index_name(IndexSettings.from_config({"dims": 2, "embed": lambda t: []}))
+        'pgc_store_vectors_hnsw_vector_cosine_ops'
+    """
+    if settings.kind == "flat":
+        return None
+    return f"{VECTOR_TABLE}_{settings.kind}_{settings.vector_type}_{_DISTANCES[settings.distance]}"
+
+
 def vector_ddl(schema: str, settings: IndexSettings) -> list[sql.Composed]:
     """The statements that create the vector table and its index (idempotent).
 
@@ -183,15 +206,15 @@ def vector_ddl(schema: str, settings: IndexSettings) -> list[sql.Composed]:
     """
     s = sql.Identifier(schema)
     table = sql.SQL(
-        "CREATE TABLE IF NOT EXISTS {s}.pgc_store_vectors ("
+        "CREATE TABLE IF NOT EXISTS {s}.{v} ("
         ' ns text COLLATE "C" NOT NULL, key text COLLATE "C" NOT NULL, field text NOT NULL,'
         " embedding {t} NOT NULL, PRIMARY KEY (ns, key, field),"
         " FOREIGN KEY (ns, key) REFERENCES {s}.pgc_store (ns, key) ON DELETE CASCADE)"
-    ).format(s=s, t=sql.SQL(settings.column_type))
+    ).format(s=s, v=sql.Identifier(VECTOR_TABLE), t=sql.SQL(settings.column_type))
     out = [table]
-    if settings.kind != "flat":
+    name = index_name(settings)
+    if name is not None:
         ops = f"{settings.vector_type}_{_DISTANCES[settings.distance]}"
-        name = f"pgc_store_vectors_{settings.kind}_{ops}"
         with_: sql.Composable = sql.SQL("")
         if settings.params:
             with_ = sql.SQL(" WITH ({})").format(
@@ -202,11 +225,12 @@ def vector_ddl(schema: str, settings: IndexSettings) -> list[sql.Composed]:
             )
         out.append(
             sql.SQL(
-                "CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON {s}.pgc_store_vectors"
+                "CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON {s}.{v}"
                 " USING {kind} (embedding {ops}){with_}"
             ).format(
                 name=sql.Identifier(name),
                 s=s,
+                v=sql.Identifier(VECTOR_TABLE),
                 kind=sql.SQL(settings.kind),
                 ops=sql.SQL(ops),
                 with_=with_,

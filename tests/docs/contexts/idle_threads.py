@@ -1,9 +1,12 @@
-"""Context: three threads whose last checkpoint is 40 days old, and one written now."""
+"""Context: three threads whose last checkpoint is 40 days old, and one written now;
+store items, two of them past their TTL."""
+
+import time
 
 import psycopg
 from doc_helpers import DSN, approval_builder
 
-from pgcheckpoint import PostgresSaver
+from pgcheckpoint import PostgresSaver, PostgresStore
 
 with PostgresSaver.from_conn_string(DSN) as saver:
     saver.setup()
@@ -15,3 +18,8 @@ with psycopg.connect(DSN, autocommit=True) as conn:
         "UPDATE pgc_checkpoints SET created_at = now() - interval '40 days'"
         " WHERE thread_id <> 'order-3'"
     )
+with PostgresStore.from_conn_string(DSN) as store:
+    store.put(("users", "u1"), "prefs", {"theme": "dark"})
+    for n in range(2):
+        store.put(("cache",), f"quote-{n}", {"total": n}, ttl=0.001)
+time.sleep(0.2)
