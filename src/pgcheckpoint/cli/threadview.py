@@ -470,8 +470,7 @@ def _not_found(thread_id: str, ns: str, namespaces: dict[str, int]) -> str:
 
 
 def _show_values(args: argparse.Namespace, saver: PostgresSaver, checkpoint_id: str | None) -> int:
-    import psycopg
-
+    from ..threadview.damage import TornRowError
     from ..threadview.ops import checkpoint_values_op, thread_page_op
     from ..threadview.render import values_json, values_lines
 
@@ -483,7 +482,7 @@ def _show_values(args: argparse.Namespace, saver: PostgresSaver, checkpoint_id: 
     op = checkpoint_values_op(saver, args.thread_id, args.ns, checkpoint_id)
     try:
         tup = saver.run(op, atomic=True)
-    except psycopg.DataError as exc:  # a column the read cannot take apart (no JSON object)
+    except TornRowError as exc:  # a column the read cannot take apart (no JSON object)
         raise CliError(
             f"checkpoint {checkpoint_id!r} is damaged: its row cannot be read whole "
             f"({type(exc).__name__}: {exc}); `pgcheckpoint show {shell_quote(args.thread_id)}"

@@ -28,15 +28,22 @@ from typing import Any
 from psycopg import sql
 
 from ..core.rows import channel_versions_of, json_kind
+from ..errors import UnreadableValueError
 from .model import Damage
 
 __all__ = [
     "RowDamage",
+    "TornRowError",
     "channel_versions_of",
     "json_kind",
     "projection_of",
     "versions_seen_of",
 ]
+
+
+class TornRowError(UnreadableValueError):
+    """A checkpoint row whose values cannot even be told apart (its `channel_versions`
+    is no object of versions), so none of them is shown; `show` says what is wrong."""
 
 
 def projection_of(value: Any) -> tuple[dict[str, Any], list[str]]:

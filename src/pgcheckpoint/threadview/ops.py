@@ -38,7 +38,7 @@ from ..core.state import SaverState
 from ..errors import DecryptionError, UnreadableValueError
 from ..ops import Op, Row, Stmt
 from ..validate import check_id
-from .damage import RowDamage, channel_versions_of, projection_of, versions_seen_of
+from .damage import RowDamage, TornRowError, channel_versions_of, projection_of, versions_seen_of
 from .model import (
     SEALED,
     ChannelChange,
@@ -521,6 +521,9 @@ def checkpoint_values_op(
                     f"{label!r} and no key is configured: set {KEYS_ENV} as the "
                     "application does"
                 )
+    _, problems = channel_versions_of(row["channel_versions"])
+    if problems:  # which stored value is which channel's is lost with the column
+        raise TornRowError(problems[0])
     try:
         return load_tuple(core, row)
     except UnreadableValueError:
@@ -555,7 +558,7 @@ def _piece_by_piece(core: SaverState, row: Row) -> CheckpointTuple:
         except UnreadableValueError as exc:
             values[channel] = Unreadable(str(exc))
     record["channel_values"] = values
-    record["channel_versions"] = dict(row["channel_versions"] or {})
+    record["channel_versions"] = dict(row["channel_versions"])
     pending = [
         (
             task_id,
