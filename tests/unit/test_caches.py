@@ -235,3 +235,24 @@ def test_cache_bytes_must_be_a_number_of_bytes(bad: Any) -> None:
 def test_the_default_budget() -> None:
     assert SaverState().caches.max_bytes == DEFAULT_CACHE_BYTES == 32 * 1024 * 1024
     assert PostgresSaver.__init__.__kwdefaults__["cache_bytes"] == DEFAULT_CACHE_BYTES
+
+
+def test_keys_that_differ_in_any_column_are_told_apart() -> None:
+    piece = ("v1", "msgpack", b"\x90", None)
+    seeds = {
+        seed_key(("t", "", "m"), [piece]),
+        seed_key(("t", "", "m"), [(*piece[:3], "")]),
+        seed_key(("t", "", "m"), [(*piece[:3], "-")]),
+        seed_key(("t", "", "m"), [(*piece[:2], b"\x90\x00", None)]),
+        seed_key(("t", "", "m"), [piece, piece]),
+        seed_key(("t", "m", ""), [piece]),
+        seed_key(("t", "", "m\x00v1"), [("", *piece[1:])]),
+    }
+    assert len(seeds) == 7
+    row = _row(1)
+    writes = {write_key("t", "", {**row, column: "x\x00"}) for column in ("task_id", "channel")}
+    writes |= {write_key("t", "", row), write_key("t", "", {**row, "idx": 11})}
+    assert len(writes) == 4
+    cache = DecodedCache(CacheBudget(1 << 20), "checked0", handed_out=False)
+    assert cache.keep(("t", "a", "b"), True) and cache.lookup(("t", "a\x00b")) is MISSING
+    assert cache.lookup(("t", "a", "b")) is True and cache.lookup(("t", b"a", "b")) is MISSING

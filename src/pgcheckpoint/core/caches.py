@@ -29,7 +29,7 @@ import hashlib
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Sequence
 from enum import Enum
 from types import ModuleType
 from typing import Any, cast
@@ -298,30 +298,31 @@ class DecodedCache:
         # as text took 300 to 600 bytes an entry, a digest takes 49
         rest = key[1:]
         if len(rest) == 1 and type(rest[0]) is bytes:
-            return (cast(str, key[0]), self.kind, rest[0])
-        return (cast(str, key[0]), self.kind, digest_of(rest))
+            return (cast(str, key[0]), self.kind, rest[0])  # a digest already
+        texts = [part if type(part) is str else repr(part) for part in rest]
+        kinds = "".join("s" if type(part) is str else "r" for part in rest)
+        return (cast(str, key[0]), self.kind, digest_of([kinds, *texts]))
 
 
-def digest_of(parts: Iterable[str | bytes | None]) -> bytes:
-    """A digest (16 bytes) of text, bytes and Nones that tells any two sequences apart.
+def digest_of(texts: Sequence[str], *blobs: bytes) -> bytes:
+    """A digest (16 bytes) that tells any two different (`texts`, `blobs`) apart.
 
-    Each part is hashed with its kind and length first, so no two sequences
-    run together.
+    The texts are joined by NULs, which text read from PostgreSQL cannot
+    hold (one that does is hashed by its `repr` instead, tagged apart), after
+    their count and each blob's length; then the blobs (stored bytes) as
+    they are.
 
     Example:
-        >>> digest_of(["ab", "c"]) == digest_of(["a", "bc"])
-        False
+        >>> digest_of(["ab", "c"]) == digest_of(["a", "bc"]), len(digest_of(["a"], b"\\x90"))
+        (False, 16)
     """
-    digest = hashlib.blake2b(digest_size=16)
-    for part in parts:
-        if part is None:
-            raw, tag = b"", b"n"
-        elif type(part) is bytes:
-            raw, tag = part, b"b"
-        else:
-            raw, tag = str(part).encode("utf-8", "surrogatepass"), b"s"
-        digest.update(tag + len(raw).to_bytes(8, "big"))
-        digest.update(raw)
+    joined = "\x00".join(texts)
+    if joined.count("\x00") != max(len(texts) - 1, 0):
+        joined = "r" + repr(tuple(texts))
+    lengths = ",".join([str(len(texts)), *(str(len(blob)) for blob in blobs)])
+    digest = hashlib.blake2b(f"{lengths}:{joined}".encode("utf-8", "surrogatepass"), digest_size=16)
+    for blob in blobs:
+        digest.update(blob)
     return digest.digest()
 
 
@@ -438,7 +439,10 @@ def seed_key(
         >>> thread, len(digest)
         ('t', 16)
     """
-    return (key[0], digest_of([key[1], key[2], *(part for piece in pieces for part in piece)]))
+    texts = [key[1], key[2]]
+    for version, type_, _, base in pieces:
+        texts += (version, type_, "-" if base is None else "+" + base)
+    return (key[0], digest_of(texts, *(data or b"" for _, _, data, _ in pieces)))
 
 
 def write_key(thread_id: str, ns: str, row: dict[str, Any]) -> tuple[str, bytes] | None:
@@ -457,7 +461,7 @@ def write_key(thread_id: str, ns: str, row: dict[str, Any]) -> tuple[str, bytes]
     data = row["blob"] or b""
     if len(data) > MAX_CACHED_WRITE_BYTES:
         return None
-    return (thread_id, digest_of([*write_columns(thread_id, ns, row)[1:], data]))
+    return (thread_id, digest_of(write_columns(thread_id, ns, row)[1:], data))
 
 
 def write_columns(thread_id: str, ns: str, row: dict[str, Any]) -> tuple[str, ...]:
