@@ -1,130 +1,47 @@
-"""The memory workload: RSS of a worker serving thousands of threads, one process per saver.
+"""The memory section of `make bench`: RSS of a worker serving thousands of threads.
 
-A worker process opens a pool of 4 and one saver, and serves threads of 8
-turns (half a plain `add_messages` chat, half `DeltaChannel`, messages of
-about 2 KB) from 4 Python threads, as a LangGraph worker serving requests
-does. After each batch of threads it reports its RSS (and, for pgcheckpoint,
-what the saver's caches hold by their own accounting); at the end its peak
-RSS (VmHWM). Each saver runs in a process of its own, started from nothing,
-so each RSS is that saver's alone.
-
-    .venv/bin/python bench/bench_memory.py ours DSN 2000 250 --cache-bytes 0
-    .venv/bin/python bench/bench_memory.py ours DSN 2000 250 --trace-at 1000,2000
-
-`--trace-at` diffs tracemalloc snapshots taken after those thread counts and
-prints the lines that grew most to stderr (slow: for finding a leak, not for
-the table).
+Each saver runs in a process of its own (`memory_worker.py`), started from
+nothing, on a database of its own: the official saver, pgcheckpoint with its
+default budget, and pgcheckpoint with nothing cached. Besides RSS after each
+batch and at the peak, the rows split the peak into what the interpreter and
+the imports both savers need take, the saver's own imports, pgcheckpoint's
+caches by their own count (`CacheBudget.used_bytes`), its zstd contexts,
+and the rest; and check the peak against the official saver's plus
+`cache_bytes` plus 10 MiB.
 """
 
 from __future__ import annotations
 
-import argparse
-import gc
 import json
 import subprocess
 import sys
 import time
-import tracemalloc
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from bench_db import CONNECTION_KWARGS, Databases
-from bench_graphs import chat_graph, config, human
 from bench_report import Row, Stat
 from bench_timing import Plan, Results, log
+from memory_worker import MESSAGE_BYTES, POOL, TURNS
 
 MIB = 1024 * 1024
-POOL = 4
-TURNS = 8
-MESSAGE_BYTES = 2000
+WORKER = Path(__file__).resolve().parent / "memory_worker.py"
 # (saver, cache_bytes) run by `make bench`; None is the saver's default budget
 WORKERS: tuple[tuple[str, int | None], ...] = (("official", None), ("ours", None), ("ours", 0))
-
-
-def _status(field: str) -> float:
-    """A field of /proc/self/status (VmRSS, VmHWM), in MiB."""
-    with open("/proc/self/status", encoding="ascii") as status:
-        for line in status:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def _saver(kind: str, pool: Any, cache_bytes: int | None) -> Any:
-    if kind == "official":
-        from langgraph.checkpoint.postgres import PostgresSaver as Official
-
-        return Official(pool)
-    from pgcheckpoint import PostgresSaver
-
-    return (
-        PostgresSaver(pool) if cache_bytes is None else PostgresSaver(pool, cache_bytes=cache_bytes)
-    )
-
-
-def _held(saver: Any) -> int | None:
-    kept = getattr(saver, "caches", None)
-    return None if kept is None else int(kept.used_bytes)
-
-
-def worker(
-    kind: str, dsn: str, threads: int, step: int, cache_bytes: int | None, trace_at: Sequence[int]
-) -> None:
-    """Serve `threads` threads, printing a JSON line after every `step`."""
-    from psycopg_pool import ConnectionPool
-
-    if trace_at:
-        tracemalloc.start(12)
-    snapshots: dict[int, tracemalloc.Snapshot] = {}
-    with ConnectionPool(
-        dsn, min_size=POOL, max_size=POOL, kwargs=dict(CONNECTION_KWARGS), open=True
-    ) as pool:
-        pool.wait()
-        saver = _saver(kind, pool, cache_bytes)
-        graphs = [chat_graph(saver, message_bytes=MESSAGE_BYTES, delta=d) for d in (False, True)]
-
-        def serve(n: int) -> None:
-            conf = config(f"mem-{n}")
-            for turn in range(1, TURNS + 1):
-                graphs[n % 2].invoke({"messages": [human(turn, MESSAGE_BYTES)]}, conf)
-
-        started = time.perf_counter()
-        with ThreadPoolExecutor(POOL) as executor:
-            for done in range(step, threads + 1, step):
-                list(executor.map(serve, range(done - step, done)))
-                report = {
-                    "threads": done,
-                    "rss": _status("VmRSS"),
-                    "held": _held(saver),
-                    "seconds": time.perf_counter() - started,
-                }
-                print(json.dumps(report), flush=True)
-                if done in trace_at:
-                    gc.collect()
-                    snapshots[done] = tracemalloc.take_snapshot()
-    print(json.dumps({"peak": _status("VmHWM")}), flush=True)
-    if len(snapshots) >= 2:
-        first, last = sorted(snapshots)[0], sorted(snapshots)[-1]
-        diff = snapshots[last].compare_to(snapshots[first], "traceback")
-        print(f"tracemalloc, {first} -> {last} threads, largest growth:", file=sys.stderr)
-        for stat in diff[:15]:
-            print(f"{stat.size_diff / 1024:+.0f} KiB, {stat.count_diff:+d} blocks", file=sys.stderr)
-            for line in stat.traceback.format()[-8:]:
-                print("   ", line, file=sys.stderr)
+# What the peak may exceed the official saver's by, besides the cache budget.
+SLACK_MIB = 10
 
 
 def _command(dsn: str, kind: str, cache_bytes: int | None, threads: int, step: int) -> list[str]:
-    command = [sys.executable, __file__, kind, dsn, str(threads), str(step)]
+    command = [sys.executable, str(WORKER), kind, dsn, str(threads), str(step)]
+    command += ["--connection", json.dumps(CONNECTION_KWARGS)]
     return command if cache_bytes is None else [*command, "--cache-bytes", str(cache_bytes)]
 
 
 def _reports(out: str) -> dict[str, Any]:
     lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     return {
+        "phases": {r["phase"]: r["rss"] for r in lines if "phase" in r},
         "by_threads": {r["threads"]: r for r in lines if "threads" in r},
         "peak": next(r["peak"] for r in lines if "peak" in r),
     }
@@ -154,28 +71,56 @@ def run_memory(dbs: Databases, plan: Plan, results: Results) -> None:
         runs[label] = _reports(out)
         dbs.drop(dsn)
     log(f"memory: {plan.memory_threads} threads served in {time.perf_counter() - t0:.0f} s")
+    for run in runs.values():
+        run["breakdown"] = breakdown(run)
     results.extra["memory"] = runs
     _memory_rows(runs, budget, results)
+
+
+def breakdown(run: dict[str, Any]) -> dict[str, float]:
+    """A worker's peak RSS in parts (MiB): what each part adds, the rest last.
+
+    The caches and the zstd contexts are read after the last batch, when the
+    budget has long been full.
+    """
+    phases = run["phases"]
+    last = run["by_threads"][max(run["by_threads"])]
+    caches = (last.get("held") or 0) / MIB
+    zstd = (last.get("zstd") or 0) / MIB
+    return {
+        "common": phases["common"],
+        "imports": phases["imports"] - phases["common"],
+        "caches": caches,
+        "zstd": zstd,
+        "rest": run["peak"] - phases["imports"] - caches - zstd,
+    }
+
+
+_PARTS = (
+    ("common", "interpreter, LangGraph, psycopg (both need them)"),
+    ("imports", "the saver's own modules"),
+    ("caches", "caches, by their own count"),
+    ("zstd", "zstd contexts"),
+    ("rest", "the rest: allocators' slack beyond that count, connections, LangGraph's state"),
+)
 
 
 def _memory_rows(runs: dict[str, dict[str, Any]], budget: float, results: Results) -> None:
     ours, official, zero = runs["ours"], runs["official"], runs["ours@0"]
     marks = sorted(official["by_threads"])
     for n in [m for m in marks if m % 1000 == 0] or marks[-1:]:
-        mine, theirs = ours["by_threads"][n]["rss"], official["by_threads"][n]["rss"]
         results.rows.append(
             Row(
                 "memory",
                 f"RSS after {n} threads",
                 "sync",
                 "MiB",
-                Stat(mine),
-                Stat(theirs),
-                # at most the official saver's plus the budget plus 10 MiB
-                target=(theirs + budget + 10) / theirs if n == 2000 else None,
+                Stat(ours["by_threads"][n]["rss"]),
+                Stat(official["by_threads"][n]["rss"]),
                 note=f"cache_bytes=0: {zero['by_threads'][n]['rss']:.1f} MiB",
             )
         )
+    bound = official["peak"] + budget + SLACK_MIB
     results.rows.append(
         Row(
             "memory",
@@ -184,10 +129,30 @@ def _memory_rows(runs: dict[str, dict[str, Any]], budget: float, results: Result
             "MiB",
             Stat(ours["peak"]),
             Stat(official["peak"]),
-            note=f"cache_bytes=0: {zero['peak']:.1f} MiB",
+            # at most the official saver's plus the budget plus SLACK_MIB
+            target=round(bound / official["peak"], 3),
+            note=f"bound: the official's + {budget:.0f} + {SLACK_MIB} = {bound:.1f} MiB; "
+            f"cache_bytes=0: {zero['peak']:.1f} MiB",
         )
     )
-    since = 2000 if marks[-1] > 2000 else marks[len(marks) // 2]
+    for part, what in _PARTS:
+        note = f"cache_bytes=0: {zero['breakdown'][part]:.1f} MiB"
+        if part == "caches":
+            last = ours["by_threads"][marks[-1]]
+            kept = ", ".join(f"{k} {v / MIB:.1f}" for k, v in sorted(last["by_cache"].items()))
+            note = f"{kept}; budget {budget:.0f}"
+        results.rows.append(
+            Row(
+                "memory",
+                f"peak RSS, part: {what}",
+                "sync",
+                "MiB",
+                Stat(ours["breakdown"][part]),
+                Stat(official["breakdown"][part]),
+                note=note,
+            )
+        )
+    since = 2000 if marks[-1] > 2000 else marks[(len(marks) - 1) // 2]
     growth = {
         label: (run["by_threads"][marks[-1]]["rss"] - run["by_threads"][since]["rss"])
         * 1000
@@ -214,23 +179,9 @@ def _memory_rows(runs: dict[str, dict[str, Any]], budget: float, results: Result
     results.notes.append(
         f"Memory: one process per saver, a pool of {POOL}, {POOL} Python threads serving "
         f"threads of {TURNS} turns ({MESSAGE_BYTES}-byte messages, half plain add_messages, "
-        f"half DeltaChannel); RSS read after every batch. What pgcheckpoint's caches hold by "
-        f"their own accounting (MiB, budget {budget:.0f}) after N threads: {held}."
+        f"half DeltaChannel); RSS read after every batch. The peak's parts: the RSS after "
+        f"the imports both savers need, then what the saver's own imports added, what "
+        f"pgcheckpoint's caches hold by their own count (which includes what the "
+        f"allocators keep for them) and its zstd contexts after the last batch, and the "
+        f"rest. What the caches hold (MiB, budget {budget:.0f}) after N threads: {held}."
     )
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("kind", choices=("ours", "official"))
-    parser.add_argument("dsn")
-    parser.add_argument("threads", type=int)
-    parser.add_argument("step", type=int)
-    parser.add_argument("--cache-bytes", type=int)
-    parser.add_argument("--trace-at", default="")
-    args = parser.parse_args(argv)
-    trace_at = [int(n) for n in args.trace_at.split(",") if n]
-    worker(args.kind, args.dsn, args.threads, args.step, args.cache_bytes, trace_at)
-
-
-if __name__ == "__main__":
-    main()

@@ -50,7 +50,9 @@ Workloads:
   items: put, get, search with a filter and with a query, list_namespaces,
   batches of 1/10/100 puts (bench_store.py).
 - memory: peak and steady RSS of a worker process serving thousands of threads
-  (bench_memory.py), one process per saver, and pgcheckpoint with nothing cached.
+  (bench_memory.py, each worker a memory_worker.py), one process per saver, and
+  pgcheckpoint with nothing cached; the peak against the official saver's plus
+  `cache_bytes` plus 10 MiB, and split into imports, caches, zstd and the rest.
 
 ops, agent and storage also time pgcheckpoint with `cache_bytes=0` (rows noted
 so), next to the default budget in the same interleaved run, unless

@@ -10,6 +10,7 @@ import ormsgpack
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from support.memory import block_bytes, counted
 
 from pgcheckpoint import InvalidInputError, PostgresSaver
 from pgcheckpoint.core.appends import AppendCache
@@ -19,6 +20,8 @@ from pgcheckpoint.core.caches import (
     CacheBudget,
     DecodedCache,
     approx_size,
+    seed_key,
+    write_key,
 )
 from pgcheckpoint.core.state import SaverState
 
@@ -70,6 +73,82 @@ def test_the_size_of_plain_values() -> None:
     assert approx_size([None] * 1000) < 8200
     inner = ["y" * 1000]
     assert approx_size([inner, inner]) < 1200  # a container reached twice counts once
+
+
+def traced_blocks(make: Any) -> tuple[int, int]:
+    """The bytes of the blocks `make()` left allocated: in blocks of up to 512 bytes, and larger."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        make()
+        gc.collect()
+        return block_bytes()
+    finally:
+        tracemalloc.stop()
+
+
+def _row(n: int) -> dict[str, Any]:
+    return {
+        "checkpoint_id": f"1f0{n:033x}",
+        "task_id": f"{n:08x}-7d4e-8b58-2a3c-{n:012x}",
+        "idx": n % 3,
+        "type": "msgpack",
+        "blob": ormsgpack.packb(n),
+        "channel": "messages",
+        "task_path": "~__pregel_pull, reply",
+    }
+
+
+def _pieces(budget: CacheBudget) -> None:
+    serde, cache = JsonPlusSerializer(), DecodedCache(budget, "piece0")
+    for n in range(400):
+        items = serde.loads_typed(serde.dumps_typed(chat(4, 2000)))
+        cache.keep(
+            seed_key((f"t{n % 50}", "", "messages"), [(f"v{n}", "msgpack", b"", None)]), items
+        )
+
+
+def _writes(budget: CacheBudget) -> None:
+    serde, cache = JsonPlusSerializer(), DecodedCache(budget, "write0")
+    for n in range(1000):
+        value = serde.loads_typed(serde.dumps_typed(chat(1, 2000)))
+        cache.keep(write_key(f"t{n % 50}", "", _row(n)), value)  # type: ignore[arg-type]
+
+
+def _marks(budget: CacheBudget) -> None:
+    # what a piece read once leaves, and a checked write: entries that are all key
+    pieces, checks = DecodedCache(budget, "piece0"), DecodedCache(budget, "checked0")
+    for n in range(5000):
+        pieces.keep(
+            seed_key((f"t{n % 50}", "", "messages"), [(f"v{n}", "msgpack", b"", None)]), "seen once"
+        )
+        checks.keep(write_key(f"t{n % 50}", "", _row(n)), True)  # type: ignore[arg-type]
+
+
+def _lists(budget: CacheBudget) -> None:
+    appends = AppendCache(budget)
+    for n in range(300):
+        data = ormsgpack.packb([f"item {i} of {n} " + "x" * 2000 for i in range(16)])
+        appends.remember((f"t{n}", "", "messages"), f"v{n}", data, chain=n % 3, chain_bytes=n)
+
+
+@pytest.mark.parametrize("fill", [_pieces, _writes, _marks, _lists], ids=lambda f: f.__name__[1:])
+def test_what_the_budget_counts_is_what_its_entries_add_to_memory(fill: Any) -> None:
+    """Each cache's entries, filled with values as a worker keeps them, count for
+    the blocks tracemalloc sees them take (values, keys, the entries themselves),
+    with what each allocator adds: not less, which lets the caches outgrow the
+    budget, nor much more, which leaves it holding fewer threads."""
+    budget = CacheBudget(1 << 30)
+    # within a tenth either way: a thread id or a marker that entries share counts in each
+    expected = counted(*traced_blocks(lambda: fill(budget)))
+    assert 0.9 * expected <= budget.used_bytes <= 1.1 * expected
+    assert budget.used_bytes == sum(budget.usage().values())
+
+
+def test_a_full_budget_holds_no_more_than_it_counts() -> None:
+    budget = CacheBudget(2 * 1024 * 1024)
+    assert 0.9 * counted(*traced_blocks(lambda: _writes(budget))) <= budget.used_bytes
+    assert budget.used_bytes <= budget.max_bytes
 
 
 def test_a_budget_is_never_exceeded_and_drops_the_least_recently_used() -> None:
@@ -156,3 +235,24 @@ def test_cache_bytes_must_be_a_number_of_bytes(bad: Any) -> None:
 def test_the_default_budget() -> None:
     assert SaverState().caches.max_bytes == DEFAULT_CACHE_BYTES == 32 * 1024 * 1024
     assert PostgresSaver.__init__.__kwdefaults__["cache_bytes"] == DEFAULT_CACHE_BYTES
+
+
+def test_keys_that_differ_in_any_column_are_told_apart() -> None:
+    piece = ("v1", "msgpack", b"\x90", None)
+    seeds = {
+        seed_key(("t", "", "m"), [piece]),
+        seed_key(("t", "", "m"), [(*piece[:3], "")]),
+        seed_key(("t", "", "m"), [(*piece[:3], "-")]),
+        seed_key(("t", "", "m"), [(*piece[:2], b"\x90\x00", None)]),
+        seed_key(("t", "", "m"), [piece, piece]),
+        seed_key(("t", "m", ""), [piece]),
+        seed_key(("t", "", "m\x00v1"), [("", *piece[1:])]),
+    }
+    assert len(seeds) == 7
+    row = _row(1)
+    writes = {write_key("t", "", {**row, column: "x\x00"}) for column in ("task_id", "channel")}
+    writes |= {write_key("t", "", row), write_key("t", "", {**row, "idx": 11})}
+    assert len(writes) == 4
+    cache = DecodedCache(CacheBudget(1 << 20), "checked0", handed_out=False)
+    assert cache.keep(("t", "a", "b"), True) and cache.lookup(("t", "a\x00b")) is MISSING
+    assert cache.lookup(("t", "a", "b")) is True and cache.lookup(("t", b"a", "b")) is MISSING

@@ -37,7 +37,7 @@ from .binding import (
 )
 from .labels import COMPRESS_SUFFIX, unkeyed_read_error
 
-__all__ = ["ValueCodec"]
+__all__ = ["ValueCodec", "zstd_context_bytes"]
 
 
 class _ZstdContexts:
@@ -80,8 +80,26 @@ class _ZstdContexts:
             with self._lock:
                 free.append(dec)
 
+    def memory_bytes(self) -> int:
+        with self._lock:
+            contexts = [c for _, c in self._compressors.values()] + self._decompressors
+        return sum(context.memory_size() for context in contexts)
+
 
 _ZSTD = _ZstdContexts()
+
+
+def zstd_context_bytes() -> int:
+    """What the process's zstd contexts hold, in bytes (memory outside Python's count).
+
+    The savers share them: a compressor per power of two of the sizes they
+    compressed, and a decompressor per thread that decompressed at once.
+
+    Example:
+        >>> zstd_context_bytes() >= 0
+        True
+    """
+    return _ZSTD.memory_bytes()
 
 
 class ValueCodec:

@@ -36,7 +36,7 @@ from ..ops import Op, Row, Stmt
 from ..statements.arrays import TextArray
 from ..telemetry.activity import note_cache
 from ..validate import check_id, thread_of
-from .caches import MISSING, seed_key, write_columns, write_key
+from .caches import MISSING, CacheKey, seed_key, write_columns, write_key
 from .reads import get_tuple_op
 from .rows import MAX_CHAIN_DEPTH, row_key
 from .state import SaverState
@@ -316,7 +316,7 @@ def load_delta_write(saver: SaverState, thread_id: str, ns: str, row: Row) -> An
     return value
 
 
-def _checked_write(thread_id: str, ns: str, row: Row) -> tuple[str, ...]:
+def _checked_write(thread_id: str, ns: str, row: Row) -> CacheKey:
     """A checked write's key in `write_checks`: its columns and (in `blob`) its seal."""
     # write_key holds every column a write is read with; for a write too large
     # for it, the seal id (a few bytes) stands for its bytes
