@@ -25,9 +25,10 @@
 --                prune those with `pgcheckpoint prune --strategy keep_latest`
 --   max_threads  look at most at this many threads per call (default 1000)
 --   schema_name  the schema of the pgcheckpoint tables (default 'public')
---   sweep_store  then delete the store's expired items (PostgresStore TTLs in
---                pgc_store), as `pgcheckpoint prune` does (default true)
 --   report       OUT: what the call did, as JSON (CALL shows it)
+--   sweep_store  then delete the store's expired items (PostgresStore TTLs in
+--                pgc_store), as `pgcheckpoint prune` does (default true; pass
+--                it by name: sweep_store => false)
 --
 -- Safe while the application runs, as the Python sweep (pgcheckpoint.maintenance.retention):
 -- one transaction per thread (COMMIT inside the procedure, so CALL it on its
@@ -58,8 +59,10 @@ CREATE OR REPLACE PROCEDURE pgcheckpoint_prune(
     strategy text DEFAULT 'delete',
     max_threads int DEFAULT 1000,
     schema_name text DEFAULT 'public',
-    sweep_store boolean DEFAULT true,
-    INOUT report jsonb DEFAULT NULL
+    -- after report, so that a CALL of an earlier release's positional form,
+    -- report (NULL) included, means what it meant
+    INOUT report jsonb DEFAULT NULL,
+    sweep_store boolean DEFAULT true
 )
 LANGUAGE plpgsql
 AS $procedure$
@@ -378,7 +381,7 @@ BEGIN
 END
 $procedure$;
 
-COMMENT ON PROCEDURE pgcheckpoint_prune(interval, text, int, text, boolean, jsonb) IS
+COMMENT ON PROCEDURE pgcheckpoint_prune(interval, text, int, text, jsonb, boolean) IS
     'pgcheckpoint retention: delete threads idle for longer than older_than (strategy '
     '''delete''), or keep their latest checkpoint per namespace (''keep_latest'', threads '
     'without DeltaChannel data), then the store''s expired items (sweep_store). See '
