@@ -33,9 +33,10 @@ install: venv
 test: install
 	$(BIN)/pytest -n 2 --dist loadgroup $(PYTEST_ARGS) tests
 
-# the official saver's own tests (langgraph-checkpoint-postgres 3.2.0) against pgcheckpoint:
-# tests/official fetches them with pip once, into $XDG_CACHE_HOME/pgcheckpoint, and
-# skips without a network; docs/moving.md lists the cases that differ
+# the official saver's and store's own tests (langgraph-checkpoint-postgres 3.2.0) against
+# pgcheckpoint: tests/official fetches them with pip once, into $XDG_CACHE_HOME/pgcheckpoint,
+# and skips without a network; the store's run on the vector tests' server (pgvector 0.7+);
+# docs/moving.md lists the cases that differ
 official-tests: install
 	$(BIN)/pytest $(PYTEST_ARGS) tests/official
 

@@ -286,19 +286,33 @@ def empty_db_dsn(_databases: _Databases) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def _vector_clones(request: pytest.FixtureRequest) -> Iterator[tuple[_Databases, str]]:
-    """Where `vector_db_dsn` clones from: a server with pgvector 0.7+ and its template."""
+def _vector_databases(request: pytest.FixtureRequest) -> Iterator[_Databases]:
+    """This worker's databases on a server with pgvector 0.7+ (see `vector_db_dsn`)."""
     named = os.environ.get("PGCHECKPOINT_VECTOR_DSN")
     if not named:
         databases: _Databases = request.getfixturevalue("_databases")
         if (pgvector_version(databases.server_dsn) or (0,)) >= HALFVEC:
-            yield databases, request.getfixturevalue("template_db")
+            yield databases
             return
     server = named or _embedded_vector_server()
     if pgvector_version(server) is None:
         pytest.skip("PGCHECKPOINT_VECTOR_DSN names a server without the pgvector extension")
-    with _worker_databases(server) as databases, _migrated_template(databases) as template:
-        yield databases, template
+    with _worker_databases(server) as databases:
+        yield databases
+
+
+@pytest.fixture(scope="session")
+def _vector_clones(
+    request: pytest.FixtureRequest, _vector_databases: _Databases
+) -> Iterator[tuple[_Databases, str]]:
+    """Where `vector_db_dsn` clones from: a server with pgvector 0.7+ and its template."""
+    if not os.environ.get("PGCHECKPOINT_VECTOR_DSN") and _vector_databases is (
+        request.getfixturevalue("_databases")
+    ):
+        yield _vector_databases, request.getfixturevalue("template_db")
+        return
+    with _migrated_template(_vector_databases) as template:
+        yield _vector_databases, template
 
 
 def _embedded_vector_server() -> str:

@@ -93,6 +93,28 @@ async def test_async_from_conn_string(db_dsn: str, option: str) -> None:
     assert count_checkpoints(db_dsn, tid) == 1
 
 
+def test_a_failed_op_in_a_pipeline_leaves_it_working(empty_db_dsn: str) -> None:
+    # from_conn_string's pipeline is in autocommit: a failed statement left it aborted,
+    # and the schema check and every later op failed with PipelineAborted
+    config = generate_config("t")
+    with PostgresSaver.from_conn_string(empty_db_dsn, pipeline=True) as saver:
+        with pytest.raises(PgCheckpointError, match="pgcheckpoint migrate"):
+            saver.get_tuple(config)
+        saver.setup()
+        stored = saver.put(config, generate_checkpoint(), generate_metadata(), {})
+        assert saver.get_tuple(stored) is not None
+
+
+async def test_a_failed_op_in_an_async_pipeline_leaves_it_working(empty_db_dsn: str) -> None:
+    config = generate_config("t")
+    async with AsyncPostgresSaver.from_conn_string(empty_db_dsn, pipeline=True) as saver:
+        with pytest.raises(PgCheckpointError, match="pgcheckpoint migrate"):
+            await saver.aget_tuple(config)
+        await saver.setup()
+        stored = await saver.aput(config, generate_checkpoint(), generate_metadata(), {})
+        assert await saver.aget_tuple(stored) is not None
+
+
 def test_a_pool_with_a_pipeline_is_refused(db_dsn: str) -> None:
     with ConnectionPool(db_dsn, open=True) as pool, psycopg.connect(db_dsn) as conn:
         with conn.pipeline() as pipe, pytest.raises(ValueError, match="pipeline"):

@@ -8,6 +8,7 @@ with. Filters are checked against `InMemoryStore`, LangGraph's reference.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -26,8 +27,8 @@ from support.pgvector import pgvector_version
 from support.savers import VARIANTS
 from support.stores import Store, StoreApi, open_store
 
-from pgcheckpoint import PostgresStore
-from pgcheckpoint.errors import InvalidInputError
+from pgcheckpoint import AsyncPostgresStore, PostgresStore
+from pgcheckpoint.errors import InvalidInputError, SchemaOutOfDateError
 from pgcheckpoint.store.vectors import PgvectorMissingError
 
 
@@ -203,6 +204,39 @@ async def test_a_put_on_a_connection_without_autocommit_is_committed(db_dsn: str
         store.put(("c",), "k", {"v": 1})
     with psycopg.connect(db_dsn) as other:
         assert other.execute("SELECT count(*) FROM pgc_store").fetchone() == (1,)
+
+
+@contextlib.asynccontextmanager
+async def _from_conn_string(variant: str, dsn: str) -> AsyncIterator[Store]:
+    # the store's own connection, in autocommit, and a pipeline on it when asked
+    driver, kind = variant.split("-", 1)
+    options: dict[str, Any] = {"pipeline": kind == "pipeline"}
+    if kind == "pool":
+        options = {"pool_config": {"min_size": 1, "max_size": 2}}
+    if driver == "sync":
+        with PostgresStore.from_conn_string(dsn, **options) as store:
+            yield store
+    else:
+        async with AsyncPostgresStore.from_conn_string(dsn, **options) as astore:
+            yield astore
+
+
+@pytest.mark.parametrize("opened", ["handed", "own"])
+@pytest.mark.parametrize("variant", VARIANTS)
+async def test_a_failed_op_leaves_the_store_working(
+    variant: str, opened: str, empty_db_dsn: str
+) -> None:
+    # before setup() every op fails; in a pipeline in autocommit the failure left the
+    # pipeline aborted, so the schema check and every later op failed with PipelineAborted
+    opening = open_store if opened == "handed" else _from_conn_string
+    async with opening(variant, empty_db_dsn) as store:
+        api = StoreApi(store)
+        with pytest.raises(SchemaOutOfDateError, match="pgcheckpoint migrate"):
+            await api.get(("f",), "k")
+        await api.setup()
+        await api.put(("f",), "k", {"v": 1})
+        item = await api.get(("f",), "k")
+        assert item is not None and item.value == {"v": 1}
 
 
 async def test_setup_from_many_processes_at_once(empty_db_dsn: str) -> None:

@@ -1,14 +1,15 @@
-"""The official saver's own tests, fetched, pointed at pgcheckpoint, and run.
+"""The official saver's and store's own tests, fetched, pointed at pgcheckpoint, and run.
 
 The tests are the official project's code, so none of it lives in this
 repository: `fetch_sdist` downloads the `langgraph-checkpoint-postgres` sdist
 with pip into a cache outside the checkout, `prepare` unpacks its tests into a
 temporary folder and rewrites two things there, the imports of the two savers
-(pgcheckpoint's `PostgresSaver` and `AsyncPostgresSaver` instead of the
-official ones; every other import, the official internals included, stays)
-and the conftest's server URIs, and `run` runs pytest on them in a subprocess
-and reads back each case's outcome. `test_prune.py` runs with the plugin of
-`own_tables.py`, which has its `_rows` read pgcheckpoint's tables.
+and the two stores (pgcheckpoint's `PostgresSaver`, `AsyncPostgresSaver`,
+`PostgresStore` and `AsyncPostgresStore` instead of the official ones; every
+other import, the official internals included, stays) and the conftest's
+server URIs, and `run` runs pytest on them in a subprocess and reads back
+each case's outcome. `test_prune.py` runs with the plugin of `own_tables.py`,
+which has its `_rows` read pgcheckpoint's tables.
 """
 
 from __future__ import annotations
@@ -41,15 +42,25 @@ FILES = {
     "test_conformance_delta.py": 1,
     "test_delta_plain_value_seed.py": 5,
 }
-# what the six import besides themselves
+# the store's test modules issue 33 names, and their cases; they need a server with
+# pgvector 0.7+ (their vector cases use halfvec)
+STORE_FILES = {
+    "test_store.py": 193,
+    "test_async_store.py": 106,
+}
+# what the modules import besides themselves
 _HELPERS = ("__init__.py", "conftest.py", "embed_test_utils.py")
-# the savers swapped, by the official module that defines them
+# the savers and stores swapped, by the official module that defines them
 _SWAPPED = {
-    "langgraph.checkpoint.postgres": "PostgresSaver",
-    "langgraph.checkpoint.postgres.aio": "AsyncPostgresSaver",
+    "langgraph.checkpoint.postgres": ("PostgresSaver",),
+    "langgraph.checkpoint.postgres.aio": ("AsyncPostgresSaver",),
+    "langgraph.store.postgres": ("PostgresStore", "AsyncPostgresStore"),
 }
 # pgcheckpoint has no shallow savers: their cases are left out of the run
 DESELECT = "not shallow"
+# a test function whose cases spend their time asleep (17 s each, waiting for TTLs to
+# pass): they run in a second subprocess beside the module's others, which go on meanwhile
+SLEEPERS = "test_store_ttl"
 # a case that hangs fails instead of holding the run for ever
 CASE_TIMEOUT_SECONDS = 300
 
@@ -98,13 +109,14 @@ def _sha256(path: Path) -> str:
 def prepare(sdist: Path, into: Path, *, swap: bool = True) -> Path:
     """Unpack the sdist's tests under `into` with the savers swapped; returns the run's root.
 
-    The root holds `tests/` (the six modules and what they import) and a
-    pytest.ini with the official project's asyncio mode. `swap=False` leaves
-    the official savers in: the control run, which shows what this
-    environment lets the official saver itself pass.
+    The root holds `tests/` (the saver's six modules, the store's two and
+    what they import) and a pytest.ini with the official project's asyncio
+    mode. `swap=False` leaves the official savers and stores in: the control
+    run, which shows what this environment lets the official code itself pass.
     """
     prefix = f"langgraph_checkpoint_postgres-{VERSION}/tests/"
-    wanted = {prefix + name for name in (*FILES, *_HELPERS)}
+    modules = (*FILES, *STORE_FILES)
+    wanted = {prefix + name for name in (*modules, *_HELPERS)}
     tests = into / "tests"
     tests.mkdir(parents=True)
     with tarfile.open(sdist) as archive:
@@ -113,10 +125,10 @@ def prepare(sdist: Path, into: Path, *, swap: bool = True) -> Path:
                 source = archive.extractfile(member)
                 assert source is not None
                 (tests / Path(member.name).name).write_bytes(source.read())
-    missing = sorted(name for name in (*FILES, *_HELPERS) if not (tests / name).exists())
+    missing = sorted(name for name in (*modules, *_HELPERS) if not (tests / name).exists())
     if missing:
         raise AssertionError(f"{SDIST} has no tests/{', tests/'.join(missing)}")
-    for name in FILES if swap else ():
+    for name in modules if swap else ():
         module = tests / name
         module.write_text(swap_savers(module.read_text(), name))
     (into / "pytest.ini").write_text(
@@ -127,28 +139,30 @@ def prepare(sdist: Path, into: Path, *, swap: bool = True) -> Path:
 
 
 def swap_savers(source: str, name: str = "<module>") -> str:
-    """`source` importing pgcheckpoint's savers where it imported the official ones.
+    """`source` importing pgcheckpoint's savers and stores where it imported the official ones.
 
-    Each `from langgraph.checkpoint.postgres[.aio] import ...` that names a
-    saver keeps its other names (the shallow savers, for the cases left out)
-    and is followed by `from pgcheckpoint import <saver>`. Nothing else changes.
+    Each `from langgraph.checkpoint.postgres[.aio] import ...` or `from
+    langgraph.store.postgres import ...` that names a saver or a store keeps
+    its other names (the shallow savers, for the cases left out) and is
+    followed by `from pgcheckpoint import <them>`. Nothing else changes.
     """
     lines = source.splitlines(keepends=True)
     swaps = []
     for node in ast.parse(source).body:
         if not isinstance(node, ast.ImportFrom) or node.module not in _SWAPPED:
             continue
-        saver = _SWAPPED[node.module]
-        if saver not in [alias.name for alias in node.names]:
+        names = [alias.name for alias in node.names]
+        ours = [n for n in names if n in _SWAPPED[node.module]]
+        if not ours:
             continue
         if any(alias.asname for alias in node.names):
             raise AssertionError(f"{name}: an import of {node.module} renames a name")
-        others = [alias.name for alias in node.names if alias.name != saver]
+        others = [n for n in names if n not in ours]
         text = f"from {node.module} import {', '.join(others)}\n" if others else ""
-        text += f"from pgcheckpoint import {saver}\n"
+        text += f"from pgcheckpoint import {', '.join(ours)}\n"
         swaps.append((node.lineno - 1, node.end_lineno or node.lineno, text))
     if not swaps:
-        raise AssertionError(f"{name} imports neither official saver: the sdist changed")
+        raise AssertionError(f"{name} imports no official saver or store: the sdist changed")
     for start, end, text in reversed(swaps):
         lines[start:end] = [text]
     return "".join(lines)
@@ -217,9 +231,66 @@ def run(
     """Run one official test module under `root`; each case's id (`test_x.py::name`) and outcome.
 
     `own_tables` runs it with the `own_tables` plugin: `test_prune.py`'s
-    `_rows` reads pgcheckpoint's tables. `env` adds to the subprocess's environment.
+    `_rows` reads pgcheckpoint's tables. `env` adds to the subprocess's
+    environment. The module's `SLEEPERS` run at the same time, in a second one.
     """
-    report = root / f"{module}.xml"
+    selections = [""]
+    if f"def {SLEEPERS}(" in (root / "tests" / module).read_text():
+        selections = [f"not {SLEEPERS}", SLEEPERS]
+    running = []
+    for n, selected in enumerate(selections):
+        report, log = root / f"{module}.{n}.xml", root / f"{module}.{n}.log"
+        command = [
+            *_pytest(root, selected), *(["-p", "own_tables"] if own_tables else []),
+            "-q", f"--junitxml={report}", "-o", "junit_family=xunit2", f"tests/{module}",
+        ]  # fmt: skip
+        with log.open("w") as output:  # a file: a pipe left unread could fill and block
+            process = subprocess.Popen(
+                command, cwd=root, env=_environ(env), stdout=output, stderr=subprocess.STDOUT
+            )
+        running.append((report, log, process))
+    found: dict[str, Outcome] = {}
+    for report, log, process in running:
+        process.wait()
+        if not report.exists():
+            raise AssertionError(
+                f"pytest on the official tests/{module} wrote no report "
+                f"(exit {process.returncode}):\n{log.read_text()[-6000:]}"
+            )
+        found.update(outcomes(report.read_text(), module))
+    return found
+
+
+def collect(root: Path, module: str) -> list[str]:
+    """The ids (`test_x.py::name[param]`) of the cases of one official module under `root`."""
+    done = subprocess.run(
+        [*_pytest(root), "--collect-only", "-q", f"tests/{module}"],
+        cwd=root, env=_environ(), capture_output=True, text=True,
+    )  # fmt: skip
+    prefix = f"tests/{module}::"
+    found = [line[len("tests/") :] for line in done.stdout.splitlines() if line.startswith(prefix)]
+    if done.returncode != 0 or not found:
+        raise AssertionError(
+            f"pytest could not collect the official tests/{module} (exit {done.returncode}):\n"
+            f"{done.stdout[-3000:]}{done.stderr[-3000:]}"
+        )
+    return found
+
+
+def _pytest(root: Path, selected: str = "") -> list[str]:
+    """The start of a command that runs pytest on the official tests under `root`.
+
+    `selected`: a `-k` expression that picks some of the cases not deselected.
+    """
+    chosen = f"{DESELECT} and ({selected})" if selected else DESELECT
+    return [
+        sys.executable, "-m", "pytest", "-c", str(root / "pytest.ini"), "--rootdir", str(root),
+        "-p", "no:cacheprovider", "-k", chosen,
+    ]  # fmt: skip
+
+
+def _environ(env: dict[str, str] | None = None) -> dict[str, str]:
+    """The subprocess's environment: this one, with `env` and without this run's pytest's."""
     environ = {**os.environ, **(env or {})}
     # the subprocess imports the pgcheckpoint this run imports (a worktree's src/),
     # and the plugin next to this file
@@ -230,19 +301,7 @@ def run(
     )
     for name in ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER", "PYTEST_PLUGINS"):
         environ.pop(name, None)
-    command = [
-        sys.executable, "-m", "pytest", "-c", str(root / "pytest.ini"), "--rootdir", str(root),
-        "-p", "no:cacheprovider", *(["-p", "own_tables"] if own_tables else []),
-        "-q", "-k", DESELECT, f"--junitxml={report}", "-o", "junit_family=xunit2",
-        f"tests/{module}",
-    ]  # fmt: skip
-    done = subprocess.run(command, cwd=root, env=environ, capture_output=True, text=True)
-    if not report.exists():
-        raise AssertionError(
-            f"pytest on the official tests/{module} wrote no report (exit {done.returncode}):\n"
-            f"{done.stdout[-3000:]}{done.stderr[-3000:]}"
-        )
-    return outcomes(report.read_text(), module)
+    return environ
 
 
 def outcomes(junit_xml: str, module: str) -> dict[str, Outcome]:
@@ -257,5 +316,10 @@ def outcomes(junit_xml: str, module: str) -> dict[str, Outcome]:
                 break
             if child.tag == "skipped":
                 result, message = "skipped", child.get("message") or ""
+        earlier = found.get(case_id)
+        if earlier is not None:
+            # a second entry of a case: its teardown failed, after the call passed or failed
+            result = "failed"
+            message = "\n".join(m for m in (earlier.message, message) if m)
         found[case_id] = Outcome(result, message)
     return found

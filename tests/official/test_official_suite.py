@@ -1,15 +1,17 @@
-"""The official saver's own tests pass against pgcheckpoint, but for the cases listed.
+"""The official saver's and store's own tests pass against pgcheckpoint, but for the cases listed.
 
 Issue 32 holds pgcheckpoint to the tests of `langgraph-checkpoint-postgres`
 3.2.0 (`test_sync.py`, `test_async.py`, `test_prune.py`,
 `test_delta_pagination.py`, `test_conformance_delta.py`,
 `test_delta_plain_value_seed.py`; 124 cases without the shallow savers,
-which pgcheckpoint does not have) with the two savers' imports swapped.
-`suite.py` fetches them (pip, into a cache outside the checkout; the tests
-skip when it cannot) and runs each module in a subprocess on a fresh
-database of the test server; each case must pass, or fail the way
-`expected.py` says and docs/moving.md explains. `make official-tests` runs
-this module alone.
+which pgcheckpoint does not have) with the two savers' imports swapped, and
+issue 33 to its store's (`test_store.py`, `test_async_store.py`; 299 cases)
+with the two stores' imports swapped. `suite.py` fetches them (pip, into a
+cache outside the checkout; the tests skip when it cannot) and runs each
+module in a subprocess on a fresh database: of the test server for the
+saver's, of the vector server (`vector_db_dsn`'s: pgvector 0.7+) for the
+store's. Each case must pass, or fail the way `expected.py` says and
+docs/moving.md explains. `make official-tests` runs this module alone.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from .conftest import RESULTS
 ROOT = Path(__file__).resolve().parents[2]
 MOVING = ROOT / "docs" / "moving.md"
 DOC_SECTION = "## The official saver's tests"
+STORE_DOC_SECTION = "## The official store's tests"
 
 
 @pytest.fixture(scope="module")
@@ -44,28 +47,58 @@ def test_the_official_module_passes_but_for_the_listed_cases(
     module: str,
     sdist: Path,
     tmp_path: Path,
-    pg_server: str,
     _databases: Any,
     request: pytest.FixtureRequest,
 ) -> None:
+    found = _run(module, sdist, tmp_path, _databases, request)
+    assert len(found) == suite.FILES[module], (
+        f"{module} ran {len(found)} cases, not {suite.FILES[module]}: {sorted(found)}"
+    )
+    problems = _unexpected(module, found)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize("module", list(suite.STORE_FILES))
+def test_the_official_store_module_passes_but_for_the_listed_cases(
+    module: str,
+    sdist: Path,
+    tmp_path: Path,
+    _vector_databases: Any,
+    request: pytest.FixtureRequest,
+) -> None:
+    found = _run(module, sdist, tmp_path, _vector_databases, request)
+    assert len(found) == suite.STORE_FILES[module], (
+        f"{module} ran {len(found)} cases, not {suite.STORE_FILES[module]}: {sorted(found)}"
+    )
+    problems = _unexpected(module, found)
+    assert not problems, "\n".join(problems)
+
+
+def _run(
+    module: str, sdist: Path, tmp_path: Path, databases: Any, request: pytest.FixtureRequest
+) -> dict[str, suite.Outcome]:
+    """Each case of the official `module`, run on a fresh database of `databases`' server."""
     root = suite.prepare(sdist, tmp_path)
     # the database the official tests share (DEFAULT_URI); each makes its own besides
-    shared = _databases.new_name()
-    _databases.create(shared, "template0")
+    shared = databases.new_name()
+    databases.create(shared, "template0")
     try:
-        suite.point_conftest(root, pg_server, shared)
+        suite.point_conftest(root, databases.server_dsn, shared)
         # a URI that names no database connects to PGDATABASE's (the tests create theirs there)
-        server_db = str(conninfo_to_dict(pg_server).get("dbname") or "postgres")
+        server_db = str(conninfo_to_dict(databases.server_dsn).get("dbname") or "postgres")
         found = suite.run(
             root, module, own_tables=module == "test_prune.py", env={"PGDATABASE": server_db}
         )
     finally:
-        _databases.drop(shared)
+        databases.drop(shared)
     request.config.stash.setdefault(RESULTS, {})[module] = found
+    return found
 
-    assert len(found) == suite.FILES[module], (
-        f"{module} ran {len(found)} cases, not {suite.FILES[module]}: {sorted(found)}"
-    )
+
+def _unexpected(module: str, found: dict[str, suite.Outcome]) -> list[str]:
+    """How `found` differs from expected.py: each line a case or an entry that does not fit."""
     problems = []
     for case_id, outcome in sorted(found.items()):
         difference = expected.expected_difference(case_id)
@@ -83,10 +116,14 @@ def test_the_official_module_passes_but_for_the_listed_cases(
                 f"{difference.reason}): {outcome.message[:500]}"
             )
     functions = {_function(case_id) for case_id in found}
-    for name in expected.DIFFERENCES.get(module, {}):
+    listed = {**expected.DIFFERENCES, **expected.STORE_DIFFERENCES}.get(module, {})
+    for name in listed:
         if _function(f"{module}::{name}") not in functions:
             problems.append(f"expected.py lists {module}::{name}, which the suite no longer has")
-    assert not problems, "\n".join(problems)
+    for name in expected.STORE_PRIVATE.get(module, {}):
+        if f"{module}::{name}" not in functions:
+            problems.append(f"expected.py's STORE_PRIVATE names {module}::{name}, which is gone")
+    return problems
 
 
 def _function(case_id: str) -> str:
@@ -95,16 +132,38 @@ def _function(case_id: str) -> str:
 
 
 def test_the_listed_cases_are_the_ones_docs_moving_md_names() -> None:
+    saver = {name.split("[", 1)[0] for names in expected.DIFFERENCES.values() for name in names}
+    saver.add(expected.CONFORMANCE_CASE.split("::", 1)[1])
+    store = {
+        name.split("[", 1)[0] for names in expected.STORE_DIFFERENCES.values() for name in names
+    }
+    for heading, listed in ((DOC_SECTION, saver), (STORE_DOC_SECTION, store)):
+        named = _named_in(heading)
+        assert named == listed, (
+            f"docs/moving.md's {heading!r} names {sorted(named - listed)} that expected.py "
+            f"does not list, and does not name {sorted(listed - named)}"
+        )
+
+
+def _named_in(heading: str) -> set[str]:
+    """The test functions that a section of docs/moving.md names in backquotes."""
     text = MOVING.read_text()
-    assert DOC_SECTION in text, f"docs/moving.md has no section {DOC_SECTION!r}"
-    section = text.split(DOC_SECTION, 1)[1].split("\n## ", 1)[0]
-    named = set(re.findall(r"`(test_\w+)`", section))
-    listed = {name.split("[", 1)[0] for names in expected.DIFFERENCES.values() for name in names}
-    listed.add(expected.CONFORMANCE_CASE.split("::", 1)[1])
-    assert named == listed, (
-        f"docs/moving.md names {sorted(named - listed)} that expected.py does not list, "
-        f"and does not name {sorted(listed - named)}"
-    )
+    assert f"\n{heading}\n" in text, f"docs/moving.md has no section {heading!r}"
+    section = text.split(f"\n{heading}\n", 1)[1].split("\n## ", 1)[0]
+    return set(re.findall(r"`(test_\w+)`", section))
+
+
+def test_at_most_seven_of_the_stores_public_api_cases_are_listed(
+    sdist: Path, tmp_path: Path
+) -> None:
+    """Issue 33: at least 245 of the 252 cases that use only the public API pass."""
+    root = suite.prepare(sdist, tmp_path)
+    cases = [case for module in suite.STORE_FILES for case in suite.collect(root, module)]
+    public = [case for case in cases if expected.uses_only_public_api(case)]
+    assert len(cases) == sum(suite.STORE_FILES.values())
+    assert len(public) == expected.STORE_PUBLIC_CASES
+    listed = [case for case in public if expected.expected_difference(case) is not None]
+    assert len(listed) <= expected.STORE_PUBLIC_LISTED_AT_MOST, listed
 
 
 def test_only_the_savers_imports_change() -> None:
@@ -126,8 +185,21 @@ def test_only_the_savers_imports_change() -> None:
         "from pgcheckpoint import PostgresSaver\n"
         "x = AsyncPostgresSaver\n"
     )
-    with pytest.raises(AssertionError, match="imports neither official saver"):
+    with pytest.raises(AssertionError, match="imports no official saver or store"):
         suite.swap_savers("from langgraph.checkpoint.postgres.base import X\n")
+
+
+def test_only_the_stores_imports_change() -> None:
+    source = (
+        "from langgraph.checkpoint.postgres import _ainternal\n"
+        "from langgraph.store.postgres import AsyncPostgresStore, PostgresStore\n"
+        "from langgraph.store.postgres.base import _escape_like_literal\n"
+    )
+    assert suite.swap_savers(source) == (
+        "from langgraph.checkpoint.postgres import _ainternal\n"
+        "from pgcheckpoint import AsyncPostgresStore, PostgresStore\n"
+        "from langgraph.store.postgres.base import _escape_like_literal\n"
+    )
 
 
 @pytest.mark.parametrize(
@@ -140,6 +212,21 @@ def test_only_the_savers_imports_change() -> None:
 )  # fmt: skip
 def test_the_tests_uris_name_the_server_as_the_dsn_does(dsn: str, server: str) -> None:
     assert suite.server_uris(dsn, "pgc test") == (server, server + "pgc%20test")
+
+
+def test_a_case_whose_teardown_fails_too_keeps_both_messages() -> None:
+    report = (
+        '<testsuites><testsuite name="pytest">'
+        '<testcase name="test_a"><failure message="call boom"/></testcase>'
+        '<testcase name="test_a"><error message="failed on teardown"/></testcase>'
+        '<testcase name="test_b"/>'
+        '<testcase name="test_b"><error message="failed on teardown"/></testcase>'
+        "</testsuite></testsuites>"
+    )
+    assert suite.outcomes(report, "test_x.py") == {
+        "test_x.py::test_a": suite.Outcome("failed", "call boom\nfailed on teardown"),
+        "test_x.py::test_b": suite.Outcome("failed", "failed on teardown"),
+    }
 
 
 def test_a_dsn_the_tests_uris_cannot_carry_skips() -> None:

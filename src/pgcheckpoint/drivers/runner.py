@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from time import monotonic
 from typing import Any, TypeVar
 
@@ -291,26 +291,35 @@ class Runner:
         in_pipe = self.pipe is not None and conn is self.conn
         if run.activity is not None:
             run.activity.connected(conn, atomic=atomic, pipelined=in_pipe)
-        if atomic:
-            with conn.transaction():
+        try:
+            if atomic:
+                with conn.transaction():
+                    result = self._drive(cur, run)
+            elif conn.autocommit:
                 result = self._drive(cur, run)
-        elif conn.autocommit:
-            result = self._drive(cur, run)
-        elif in_pipe or conn.info.transaction_status != TransactionStatus.IDLE:
-            # inside the caller's transaction (or pipeline): a savepoint there
-            with conn.transaction():
-                result = self._drive(cur, run)
-        else:
-            # A caller's idle connection without autocommit: run in autocommit
-            # rather than BEGIN ... COMMIT, so a statement that succeeded is
-            # not lost to a COMMIT that fails (a restart between the two), and
-            # two round trips are saved. The caller's setting comes back after.
-            conn.set_autocommit(True)
-            try:
-                result = self._drive(cur, run)
-            finally:
-                if not conn.closed:
-                    conn.set_autocommit(False)
+            elif in_pipe or conn.info.transaction_status != TransactionStatus.IDLE:
+                # inside the caller's transaction (or pipeline): a savepoint there
+                with conn.transaction():
+                    result = self._drive(cur, run)
+            else:
+                # A caller's idle connection without autocommit: run in autocommit
+                # rather than BEGIN ... COMMIT, so a statement that succeeded is
+                # not lost to a COMMIT that fails (a restart between the two), and
+                # two round trips are saved. The caller's setting comes back after.
+                conn.set_autocommit(True)
+                try:
+                    result = self._drive(cur, run)
+                finally:
+                    if not conn.closed:
+                        conn.set_autocommit(False)
+        except Exception:
+            if in_pipe and self.pipe is not None:
+                # A failed statement leaves the pipeline aborted until its next sync
+                # (a transaction block syncs on its way out, autocommit has none):
+                # without one, every later statement on it fails with PipelineAborted.
+                with suppress(Error):  # a broken connection: the op's error says more
+                    self.pipe.sync()
+            raise
         if in_pipe and self.pipe is not None:
             self.pipe.sync()
         return result

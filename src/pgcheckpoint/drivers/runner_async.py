@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from time import monotonic
 from typing import Any, TypeVar
 
@@ -293,26 +293,35 @@ class AsyncRunner:
         in_pipe = self.pipe is not None and conn is self.conn
         if run.activity is not None:
             run.activity.connected(conn, atomic=atomic, pipelined=in_pipe)
-        if atomic:
-            async with conn.transaction():
+        try:
+            if atomic:
+                async with conn.transaction():
+                    result = await self._drive(cur, run)
+            elif conn.autocommit:
                 result = await self._drive(cur, run)
-        elif conn.autocommit:
-            result = await self._drive(cur, run)
-        elif in_pipe or conn.info.transaction_status != TransactionStatus.IDLE:
-            # inside the caller's transaction (or pipeline): a savepoint there
-            async with conn.transaction():
-                result = await self._drive(cur, run)
-        else:
-            # A caller's idle connection without autocommit: run in autocommit
-            # rather than BEGIN ... COMMIT, so a statement that succeeded is
-            # not lost to a COMMIT that fails (a restart between the two), and
-            # two round trips are saved. The caller's setting comes back after.
-            await conn.set_autocommit(True)
-            try:
-                result = await self._drive(cur, run)
-            finally:
-                if not conn.closed:
-                    await conn.set_autocommit(False)
+            elif in_pipe or conn.info.transaction_status != TransactionStatus.IDLE:
+                # inside the caller's transaction (or pipeline): a savepoint there
+                async with conn.transaction():
+                    result = await self._drive(cur, run)
+            else:
+                # A caller's idle connection without autocommit: run in autocommit
+                # rather than BEGIN ... COMMIT, so a statement that succeeded is
+                # not lost to a COMMIT that fails (a restart between the two), and
+                # two round trips are saved. The caller's setting comes back after.
+                await conn.set_autocommit(True)
+                try:
+                    result = await self._drive(cur, run)
+                finally:
+                    if not conn.closed:
+                        await conn.set_autocommit(False)
+        except Exception:
+            if in_pipe and self.pipe is not None:
+                # A failed statement leaves the pipeline aborted until its next sync
+                # (a transaction block syncs on its way out, autocommit has none):
+                # without one, every later statement on it fails with PipelineAborted.
+                with suppress(Error):  # a broken connection: the op's error says more
+                    await self.pipe.sync()
+            raise
         if in_pipe and self.pipe is not None:
             await self.pipe.sync()
         return result

@@ -226,6 +226,13 @@ class PostgresStore(Runner, StoreFront):
 
     @contextmanager
     def _cursor(self, *, pipeline: bool = False) -> Iterator[Cursor[DictRow]]:
-        # the official store's private cursor, which its own tests use
-        with self._connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-            yield cur
+        # the official store's private cursor, which its own tests use; in the store's
+        # pipeline the block's statements are synced as it ends, so that one that
+        # failed fails the block rather than the store's next op
+        with self._connection() as conn:
+            try:
+                with conn.cursor(row_factory=dict_row) as cur:
+                    yield cur
+            finally:
+                if self.pipe is not None and conn is self.conn:
+                    self.pipe.sync()

@@ -225,6 +225,13 @@ class AsyncPostgresStore(AsyncRunner, AsyncStoreFront):
 
     @asynccontextmanager
     async def _cursor(self, *, pipeline: bool = False) -> AsyncIterator[AsyncCursor[DictRow]]:
-        # the official store's private cursor, which its own tests use
-        async with self._connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-            yield cur
+        # the official store's private cursor, which its own tests use; in the store's
+        # pipeline the block's statements are synced as it ends, so that one that
+        # failed fails the block rather than the store's next op
+        async with self._connection() as conn:
+            try:
+                async with conn.cursor(row_factory=dict_row) as cur:
+                    yield cur
+            finally:
+                if self.pipe is not None and conn is self.conn:
+                    await self.pipe.sync()
