@@ -9,7 +9,9 @@ and the two stores (pgcheckpoint's `PostgresSaver`, `AsyncPostgresSaver`,
 other import, the official internals included, stays) and the conftest's
 server URIs, and `run` runs pytest on them in a subprocess and reads back
 each case's outcome. `test_prune.py` runs with the plugin of `own_tables.py`,
-which has its `_rows` read pgcheckpoint's tables.
+which has its `_rows` read pgcheckpoint's tables, and the store modules with
+that of `own_store_table.py`, which has their row helpers use pgcheckpoint's
+table.
 """
 
 from __future__ import annotations
@@ -226,13 +228,15 @@ class Outcome:
 
 
 def run(
-    root: Path, module: str, *, own_tables: bool = False, env: dict[str, str] | None = None
+    root: Path, module: str, *, plugin: str | None = None, env: dict[str, str] | None = None
 ) -> dict[str, Outcome]:
     """Run one official test module under `root`; each case's id (`test_x.py::name`) and outcome.
 
-    `own_tables` runs it with the `own_tables` plugin: `test_prune.py`'s
-    `_rows` reads pgcheckpoint's tables. `env` adds to the subprocess's
-    environment. The module's `SLEEPERS` run at the same time, in a second one.
+    `plugin` names a plugin next to this file to run it with: `own_tables`
+    (`test_prune.py`'s `_rows` reads pgcheckpoint's tables) or
+    `own_store_table` (the store modules' row helpers use pgcheckpoint's
+    table). `env` adds to the subprocess's environment. The module's
+    `SLEEPERS` run at the same time, in a second one.
     """
     selections = [""]
     if f"def {SLEEPERS}(" in (root / "tests" / module).read_text():
@@ -241,7 +245,7 @@ def run(
     for n, selected in enumerate(selections):
         report, log = root / f"{module}.{n}.xml", root / f"{module}.{n}.log"
         command = [
-            *_pytest(root, selected), *(["-p", "own_tables"] if own_tables else []),
+            *_pytest(root, selected), *(["-p", plugin] if plugin else []),
             "-q", f"--junitxml={report}", "-o", "junit_family=xunit2", f"tests/{module}",
         ]  # fmt: skip
         with log.open("w") as output:  # a file: a pipe left unread could fill and block
@@ -258,22 +262,6 @@ def run(
                 f"(exit {process.returncode}):\n{log.read_text()[-6000:]}"
             )
         found.update(outcomes(report.read_text(), module))
-    return found
-
-
-def collect(root: Path, module: str) -> list[str]:
-    """The ids (`test_x.py::name[param]`) of the cases of one official module under `root`."""
-    done = subprocess.run(
-        [*_pytest(root), "--collect-only", "-q", f"tests/{module}"],
-        cwd=root, env=_environ(), capture_output=True, text=True,
-    )  # fmt: skip
-    prefix = f"tests/{module}::"
-    found = [line[len("tests/") :] for line in done.stdout.splitlines() if line.startswith(prefix)]
-    if done.returncode != 0 or not found:
-        raise AssertionError(
-            f"pytest could not collect the official tests/{module} (exit {done.returncode}):\n"
-            f"{done.stdout[-3000:]}{done.stderr[-3000:]}"
-        )
     return found
 
 
