@@ -235,8 +235,7 @@ def read_op(state: StoreState, prepared: Prepared, *, omit_expired: bool) -> Sto
         rows = yield Stmt(
             "store_get",
             {
-                "nss": TextArray([namespace_text(op.namespace) for _, op in plan.gets]),
-                "keys": TextArray([op.key for _, op in plan.gets]),
+                **_key_params([(namespace_text(op.namespace), op.key) for _, op in plan.gets]),
                 "refresh": [bool(op.refresh_ttl) for _, op in plan.gets],
                 "omit_expired": omit_expired,
             },
