@@ -160,6 +160,31 @@ def _time(stores: dict[str, Any], plan: Plan, size: int, results: Results, vecto
                 [PutOp(user(i), f"b{i}-{j}", _item(j)[2]) for j in range(batch)]
             )
         )
+    notes = {"search with a query": _query_note(stores)} if vectors else {}
     for name, times in measured.items():
         target = 0.5 if name in ("batch of 10 puts", "batch of 100 puts") else 1.0
-        results.rows += row("store", f"{name}, {label}", "sync", times, target=target)
+        results.rows += row(
+            "store", f"{name}, {label}", "sync", times, target=target, note=notes.get(name, "")
+        )
+
+
+def _query_note(stores: dict[str, Any]) -> str:
+    """How many of the items each store's searches with a query found, when they differ.
+
+    pgcheckpoint ranks every item in scope (an exact search); the official
+    store asks the HNSW index for its nearest vectors first and then drops
+    those of other namespaces, which in a large store can leave a page empty.
+    """
+    found = {
+        kind: sum(
+            len(store.search(("users", f"u{u}"), query=f"memory {u}", limit=10))
+            for u in range(0, USERS, USERS // 10)
+        )
+        for kind, store in stores.items()
+    }
+    if found["ours"] == found["official"]:
+        return ""
+    return (
+        f"of 10 searches for 10 items each: pgcheckpoint found {found['ours']}, "
+        f"the official store {found['official']}"
+    )

@@ -107,9 +107,23 @@ def test_a_search_over_the_whole_store_reads_the_table_in_a_statement_of_its_own
     state = StoreState()
     prepared = prepare_batch(state, [SearchOp(()), SearchOp(("a",))])
     sent, results = drive(read_op(state, prepared, omit_expired=True), [[], []])
-    assert [s.name for s in sent] == ["store_search", "store_search_all"]
-    assert json.loads(sent[1].params["specs"])[0]["prefix"] is None
+    assert [s.name for s in sent] == ["store_search_one", "store_search_all_one"]
+    assert sent[1].params["prefix"] is None
     assert results == [[], []]
+
+
+def test_a_lone_search_of_equalities_sends_its_spec_as_parameters() -> None:
+    # one search per batch is the usual call: `store_spec` lets its generic plan serve
+    state = StoreState()
+    op = SearchOp(("a", "b"), filter={"x": 1}, limit=3, offset=1)
+    sent, _ = _run([op], [[]], state)
+    params = sent[0].params
+    assert sent[0].name == "store_search_one" and "specs" not in params
+    assert (params["prefix"], params["lim"], params["off"], params["i"]) == ("a.b", 3, 1, 0)
+    assert json.loads(params["contains"]) == {"x": 1} and params["conds"] is None
+    # a comparison needs the conditions' subplan: the statement of specs, planned each call
+    sent, _ = _run([SearchOp(("a",), filter={"n": {"$gt": 2}})], [[]], state)
+    assert sent[0].name == "store_search" and sent[0].params["count"] == 1
 
 
 def test_listings_are_one_statement_and_a_listing_that_cannot_match_sends_nothing() -> None:

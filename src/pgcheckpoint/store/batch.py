@@ -6,7 +6,8 @@ queries' texts with no connection held, and runs `read_op`, then `write_op`
 (apart: a read's TTL refresh must not hold locks in the writes' transaction),
 which yield:
 one `store_get` for every get, one `store_search` for every search without a
-query, one `store_search_vector` per search with one, one
+query (`store_search_one` for one with equalities alone), one `store_search_vector` per
+search with one, one
 `store_list_namespaces` for every listing, then the writes: `store_put` (or
 `store_put_vectors`, which replaces the items' vectors), or `store_delete`, or
 for a batch that does both `store_put` with tombstones and
@@ -184,6 +185,16 @@ def _by_scope(
     return [(n, g) for n, g in ((name, ranged), (name + "_all", whole)) if g]
 
 
+def _spec_params(state: StoreState, spec: dict[str, Any]) -> dict[str, Any]:
+    # one search's spec as the parameters of `store_spec`: its JSON fields as text
+    return {
+        **spec,
+        "contains": None if spec["contains"] is None else json.dumps(spec["contains"]),
+        "conds": None if spec["conds"] is None else json.dumps(spec["conds"]),
+        "sealed": state.sealed,
+    }
+
+
 def write_op(state: StoreState, prepared: Prepared) -> StoreOp[None]:
     """A prepared batch's puts and deletes, each item locked once, in key order.
 
@@ -238,6 +249,7 @@ def read_op(state: StoreState, prepared: Prepared, *, omit_expired: bool) -> Sto
                 **_key_params([(namespace_text(op.namespace), op.key) for _, op in plan.gets]),
                 "refresh": [bool(op.refresh_ttl) for _, op in plan.gets],
                 "omit_expired": omit_expired,
+                "sealed": state.sealed,
             },
             fetch=True,
         )
@@ -252,7 +264,10 @@ def read_op(state: StoreState, prepared: Prepared, *, omit_expired: bool) -> Sto
                 search_spec(op, i, omit_expired=omit_expired, filterable=state.filterable)
                 for i, op in group
             ]
-            params = {"specs": json.dumps(specs), "count": len(specs)}
+            if len(specs) == 1 and specs[0]["conds"] is None:  # its generic plan serves
+                name, params = f"{name}_one", _spec_params(state, specs[0])
+            else:
+                params = {"specs": json.dumps(specs), "count": len(specs), "sealed": state.sealed}
             for row in (yield Stmt(name, params, fetch=True)):
                 pages[row["i"]].append(_item(state, row, SearchItem))
         for i, page in pages.items():
@@ -262,8 +277,7 @@ def read_op(state: StoreState, prepared: Prepared, *, omit_expired: bool) -> Sto
         rows = yield Stmt(
             "store_search_vector" if query.namespace_prefix else "store_search_vector_all",
             {
-                "specs": json.dumps([spec]),
-                "count": 1,
+                **_spec_params(state, spec),
                 "query": prepared.query_vectors[i],
                 "distance": state.index.distance if state.index else "cosine",
             },
