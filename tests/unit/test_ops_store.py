@@ -83,6 +83,16 @@ def test_a_mixed_batch_reads_first_then_writes_puts_and_deletes_in_one_pass() ->
     assert results == [None, None, None, None]
 
 
+def test_a_put_alone_in_its_batch_sends_its_columns_as_parameters() -> None:
+    # the last put of a key wins, so two puts of one key are a lone put too
+    ops = [PutOp(("a", "b"), "k", {"v": 1}), PutOp(("a", "b"), "k", {"v": 2}, ttl=1.5)]
+    sent, _ = drive(write_op(StoreState(), prepare_batch(StoreState(), ops)), [[]])
+    assert [s.name for s in sent] == ["store_put_one"]
+    params = sent[0].params
+    assert (params["ns"], params["key"], params["ttl"]) == ("a.b", "k", 1.5)
+    assert json.loads(params["doc"]) == {"v": 2}
+
+
 def test_a_batch_of_deletes_only_is_one_delete() -> None:
     prepared = prepare_batch(StoreState(), [PutOp(("a",), "k", None), PutOp(("b",), "k", None)])
     sent, _ = drive(write_op(StoreState(), prepared), [[]])

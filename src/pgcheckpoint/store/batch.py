@@ -6,10 +6,11 @@ queries' texts with no connection held, and runs `read_op`, then `write_op`
 (apart: a read's TTL refresh must not hold locks in the writes' transaction),
 which yield:
 one `store_get` for every get, one `store_search` for every search without a
-query (`store_search_one` for one with equalities alone), one `store_search_vector` per
-search with one, one
-`store_list_namespaces` for every listing, then the writes: `store_put` (or
-`store_put_vectors`, which replaces the items' vectors), or `store_delete`, or
+query (`store_search_one` for a lone one of equalities), one
+`store_search_vector` per search with one, one `store_list_namespaces` for
+every listing, then the writes: `store_put` (or `store_put_vectors`, which
+replaces the items' vectors; `_one` of each for a put alone in its batch), or
+`store_delete`, or
 for a batch that does both `store_put` with tombstones and
 `store_drop_tombstones` in one transaction (`Prepared.atomic`).
 
@@ -26,7 +27,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from langgraph.store.base import Item, Op, Result, SearchItem, SearchOp
 
@@ -163,6 +164,13 @@ def _key_params(keys: list[tuple[str, str]]) -> dict[str, TextArray]:
     return {"nss": TextArray([k[0] for k in keys]), "keys": TextArray([k[1] for k in keys])}
 
 
+def _put_one_params(prepared: Prepared) -> dict[str, Any]:
+    # a lone put that is a delete runs store_delete, so `stored` is a value
+    ns, key, stored, ttl = prepared.puts[0]
+    type_, value, doc = cast(StoredValue, stored)
+    return {"ns": ns, "key": key, "type": type_, "value": value, "doc": doc, "ttl": ttl}
+
+
 def _put_params(prepared: Prepared) -> dict[str, list[Any]]:
     deleted: StoredValue = ("deleted", b"", "{}")
     rows = [(ns, key, stored or deleted, ttl) for ns, key, stored, ttl in prepared.puts]
@@ -209,16 +217,19 @@ def write_op(state: StoreState, prepared: Prepared) -> StoreOp[None]:
     if len(deletes) == len(puts):
         yield Stmt("store_delete", _key_params(deletes))
         return
-    params = _put_params(prepared)
+    one = len(puts) == 1  # a put alone in its batch: its columns as parameters
+    params = _put_one_params(prepared) if one else _put_params(prepared)
+    suffix = "_one" if one else ""
     if state.index is None:
-        yield Stmt("store_put", params)
+        yield Stmt(f"store_put{suffix}", params)
     else:
         texts = prepared.texts
-        params["v_nss"] = [puts[p][0] for p, _, _ in texts]
-        params["v_keys"] = [puts[p][1] for p, _, _ in texts]
+        if not one:
+            params["v_nss"] = [puts[p][0] for p, _, _ in texts]
+            params["v_keys"] = [puts[p][1] for p, _, _ in texts]
         params["v_fields"] = [f for _, f, _ in texts]
         params["v_embeddings"] = prepared.vectors
-        yield Stmt("store_put_vectors", params)
+        yield Stmt(f"store_put_vectors{suffix}", params)
     if deletes:
         yield Stmt(
             "store_drop_tombstones",
