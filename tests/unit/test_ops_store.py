@@ -75,7 +75,7 @@ def test_a_mixed_batch_reads_first_then_writes_puts_and_deletes_in_one_pass() ->
     assert prepared.atomic
     sent, results = drive(read_op(StoreState(), prepared, omit_expired=True), [[]])
     sent += drive(write_op(StoreState(), prepared), [[], []])[0]
-    assert [s.name for s in sent] == ["store_get", "store_put", "store_drop_tombstones"]
+    assert [s.name for s in sent] == ["store_get_one", "store_put", "store_drop_tombstones"]
     put = sent[1].params
     assert put["keys"] == ["gone", "k"] and put["types"][0] == "deleted"
     assert json.loads(put["docs"][1]) == {"v": 2}
@@ -91,6 +91,15 @@ def test_a_put_alone_in_its_batch_sends_its_columns_as_parameters() -> None:
     params = sent[0].params
     assert (params["ns"], params["key"], params["ttl"]) == ("a.b", "k", 1.5)
     assert json.loads(params["doc"]) == {"v": 2}
+
+
+def test_a_get_alone_in_its_batch_sends_its_key_as_parameters() -> None:
+    state = StoreState()
+    row = _row(state, ("a", "b"), "k", {"v": 1})
+    sent, results = _run([GetOp(("a", "b"), "k", refresh_ttl=False)], [[row]], state)
+    assert [s.name for s in sent] == ["store_get_one"]
+    assert (sent[0].params["ns"], sent[0].params["key"]) == ("a.b", "k")
+    assert sent[0].params["refresh"] is False and results[0].value == {"v": 1}
 
 
 def test_a_batch_of_deletes_only_is_one_delete() -> None:

@@ -5,8 +5,9 @@ before any statement); the driver then embeds `Prepared.texts` and the
 queries' texts with no connection held, and runs `read_op`, then `write_op`
 (apart: a read's TTL refresh must not hold locks in the writes' transaction),
 which yield:
-one `store_get` for every get, one `store_search` for every search without a
-query (`store_search_one` for a lone one of equalities), one
+one `store_get` for every get (`store_get_one` for a lone one), one
+`store_search` for every search without a query (`store_search_one` for a
+lone one of equalities), one
 `store_search_vector` per search with one, one `store_list_namespaces` for
 every listing, then the writes: `store_put` (or `store_put_vectors`, which
 replaces the items' vectors; `_one` of each for a put alone in its batch), or
@@ -19,7 +20,7 @@ Example:
     >>> from langgraph.store.base import GetOp
     >>> prepared = prepare_batch(StoreState(), [GetOp(("a",), "k")])
     >>> next(read_op(StoreState(), prepared, omit_expired=True)).name
-    'store_get'
+    'store_get_one'
 """
 
 from __future__ import annotations
@@ -248,22 +249,22 @@ def read_op(state: StoreState, prepared: Prepared, *, omit_expired: bool) -> Sto
         >>> from langgraph.store.base import GetOp
         >>> op = read_op(StoreState(), prepare_batch(StoreState(), [GetOp(("a",), "k")]),
         ...              omit_expired=True)
-        >>> next(op).params["keys"]
-        ['k']
+        >>> next(op).params["key"]
+        'k'
     """
     plan = prepared.plan
     results: list[Result] = [None] * plan.size
     if plan.gets:
-        rows = yield Stmt(
-            "store_get",
-            {
-                **_key_params([(namespace_text(op.namespace), op.key) for _, op in plan.gets]),
-                "refresh": [bool(op.refresh_ttl) for _, op in plan.gets],
-                "omit_expired": omit_expired,
-                "sealed": state.sealed,
-            },
-            fetch=True,
-        )
+        keys = [(namespace_text(op.namespace), op.key) for _, op in plan.gets]
+        refresh = [bool(op.refresh_ttl) for _, op in plan.gets]
+        params: dict[str, Any] = {"omit_expired": omit_expired, "sealed": state.sealed}
+        if len(keys) == 1:  # a get alone: its key as parameters (`store_get_one`)
+            name = "store_get_one"
+            params.update(ns=keys[0][0], key=keys[0][1], refresh=refresh[0])
+        else:
+            name = "store_get"
+            params.update(_key_params(keys), refresh=refresh)
+        rows = yield Stmt(name, params, fetch=True)
         found = {(r["ns"], r["key"]): r for r in rows}
         for position, op in plan.gets:
             row = found.get((namespace_text(op.namespace), op.key))
