@@ -4,7 +4,8 @@ Both stores get the same items (namespaces `("users", "u<n>", "memories")`,
 values of ~200 bytes with a `kind` and a `score`) at 10k and 100k items, over a
 pool of 8, and are timed interleaved: `put`, `get`, `search` with a filter,
 `search` with a query (a deterministic fake embedding; only on a server with
-pgvector), `list_namespaces`, and batches of 1, 10 and 100 puts. The filter
+pgvector), `list_namespaces`, a batch of 50 gets over 50 namespaces, and
+batches of 1, 10 and 100 puts. The filter
 is an equality: the official store compares `$gt` as text, so a range filter
 would not ask both for the same items.
 """
@@ -20,7 +21,7 @@ from typing import Any
 import psycopg
 from bench_db import POOL_SIZE, ROOT, Databases
 from bench_timing import Plan, Results, log, row, timed
-from langgraph.store.base import PutOp
+from langgraph.store.base import GetOp, PutOp
 from langgraph.store.postgres import PostgresStore as OfficialStore
 
 from pgcheckpoint import PostgresStore
@@ -154,6 +155,10 @@ def _time(stores: dict[str, Any], plan: Plan, size: int, results: Results, vecto
         measured["search with a query"] = each(
             lambda s, i: s.search(user(i)[:2], query=f"memory {i}", limit=10)
         )
+    # the official store runs one SELECT per namespace of a batch's gets
+    measured["batch of 50 gets over 50 namespaces"] = each(
+        lambda s, i: s.batch([GetOp(*_item((i * 7919 + j * 101) % size)[:2]) for j in range(50)])
+    )
     for batch in (1, 10, 100):
         measured[f"batch of {batch} puts"] = each(
             lambda s, i, batch=batch: s.batch(
