@@ -8,17 +8,21 @@
 -- 'deleted', visible to no one else), then `store_drop_tombstones`, in one
 -- transaction, so that its locks are taken in that one pass too.
 
+-- fragment: store_replace
+-- An item put again replaces the stored one; `created_at` stays.
+ON CONFLICT (ns, key) DO UPDATE
+SET type = excluded.type, value = excluded.value, doc = excluded.doc, updated_at = now(),
+    expires_at = excluded.expires_at, ttl_minutes = excluded.ttl_minutes
+
 -- fragment: store_upsert
--- Inserts or replaces the items of the parallel arrays; `created_at` stays.
+-- Inserts or replaces (`store_replace`) the items of the parallel arrays.
 INSERT INTO {schema}.pgc_store AS s (ns, key, type, value, doc, expires_at, ttl_minutes)
 SELECT i.ns, i.key, i.type, i.value, i.doc::jsonb,
        now() + i.ttl * interval '1 minute', i.ttl
 FROM unnest(%(nss)s::text[], %(keys)s::text[], %(types)s::text[], %(values)b::bytea[],
             %(docs)s::text[], %(ttls)s::float8[]) AS i(ns, key, type, value, doc, ttl)
 ORDER BY i.ns COLLATE "C", i.key COLLATE "C"
-ON CONFLICT (ns, key) DO UPDATE
-SET type = excluded.type, value = excluded.value, doc = excluded.doc, updated_at = now(),
-    expires_at = excluded.expires_at, ttl_minutes = excluded.ttl_minutes
+{store_replace}
 
 -- fragment: store_upsert_one
 -- `store_upsert` of one item, its columns as parameters: a put alone in its
@@ -26,9 +30,7 @@ SET type = excluded.type, value = excluded.value, doc = excluded.doc, updated_at
 INSERT INTO {schema}.pgc_store AS s (ns, key, type, value, doc, expires_at, ttl_minutes)
 VALUES (%(ns)s, %(key)s, %(type)s, %(value)b, %(doc)s::jsonb,
         now() + %(ttl)s::float8 * interval '1 minute', %(ttl)s::float8)
-ON CONFLICT (ns, key) DO UPDATE
-SET type = excluded.type, value = excluded.value, doc = excluded.doc, updated_at = now(),
-    expires_at = excluded.expires_at, ttl_minutes = excluded.ttl_minutes
+{store_replace}
 
 -- name: store_put
 -- Puts items (and, as tombstones, the deletes of a mixed batch).

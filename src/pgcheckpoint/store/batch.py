@@ -7,11 +7,10 @@ queries' texts with no connection held, and runs `read_op`, then `write_op`
 which yield:
 one `store_get` for every get (`store_get_one` for a lone one), one
 `store_search` for every search without a query (`store_search_one` for a
-lone one of equalities), one
-`store_search_vector` per search with one, one `store_list_namespaces` for
-every listing, then the writes: `store_put` (or `store_put_vectors`, which
-replaces the items' vectors; `_one` of each for a put alone in its batch), or
-`store_delete`, or
+lone one of equalities), one `store_search_vector` per search with one, one
+`store_list_namespaces` for every listing, then the writes: `store_put` (or
+`store_put_vectors`, which replaces the items' vectors; `_one` of each for a
+put alone in its batch), or `store_delete`, or
 for a batch that does both `store_put` with tombstones and
 `store_drop_tombstones` in one transaction (`Prepared.atomic`).
 
