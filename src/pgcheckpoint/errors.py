@@ -192,6 +192,7 @@ class PoolTimeoutError(PgCheckpointError, PoolTimeout):
     """No connection became free in the pool in time.
 
     Example:
+        >>> import psycopg
         >>> issubclass(PoolTimeoutError, (PoolTimeout, psycopg.OperationalError))
         True
     """

@@ -56,8 +56,8 @@ def embedded_dsn(data_dir: Path | None = None, *, pgvector: bool = False) -> str
 
     Example:
         >>> import psycopg
-        >>> from pgcheckpoint.embedded import embedded_dsn
-        >>> with psycopg.connect(embedded_dsn()) as conn:
+        >>> from pgcheckpoint.contrib.embedded import embedded_dsn
+        >>> with psycopg.connect(embedded_dsn()) as conn:  # doctest: +SKIP
         ...     conn.execute("SELECT 1").fetchone()
         (1,)
     """

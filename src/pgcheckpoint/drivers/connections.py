@@ -2,7 +2,7 @@
 pool's outages, errors.
 
 Example:
-    >>> from pgcheckpoint.drivers import pool_settings
+    >>> from pgcheckpoint.drivers.connections import pool_settings
     >>> pool_settings({"max_size": 4})["max_size"]
     4
 """

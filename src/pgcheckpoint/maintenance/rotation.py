@@ -12,7 +12,8 @@ items (`pgc_store`, `pgcheckpoint.store.values.reseal_item`), which the
 `UPDATE` locks in key order as the store's own writes do.
 
 Example:
-    >>> from pgcheckpoint.maintenance.rotation import rotate_key, rotation_sweep
+    >>> from pgcheckpoint.drivers.rotate_key import rotate_key
+    >>> from pgcheckpoint.maintenance.rotation import rotation_sweep
     >>> report = rotate_key("postgresql://postgres@127.0.0.1/app")  # doctest: +SKIP
     >>> report.remaining  # doctest: +SKIP
     {}

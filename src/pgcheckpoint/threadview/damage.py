@@ -89,12 +89,13 @@ class RowDamage:
     Example:
         >>> found = RowDamage("public", ("t", "", "c1"))
         >>> found.write("task-1", -3, "write -3 of task 'task-1' cannot be read")
-        >>> print(found.damage[0].look.replace(" AND ", "\n AND "))
+        >>> for part in found.damage[0].look.split(" AND "):
+        ...     print(part)
         SELECT channel, type, blob FROM "public"."pgc_writes" WHERE thread_id = 't'
-         AND checkpoint_ns = ''
-         AND checkpoint_id = 'c1'
-         AND task_id = 'task-1'
-         AND idx = -3
+        checkpoint_ns = ''
+        checkpoint_id = 'c1'
+        task_id = 'task-1'
+        idx = -3
     """
 
     def __init__(self, schema: str, key: tuple[str, str, str]) -> None:
