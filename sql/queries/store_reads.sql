@@ -26,7 +26,7 @@ WHERE s.ns >= q.prefix COLLATE "C" AND s.ns < q.hi COLLATE "C"
 -- fragment: store_scope
 -- The items `s` in the range of spec `q`, or all of them when it has no prefix:
 -- the planner keeps both arms and `q` switches one off. Only for statements
--- that may read the whole table anyway (listings, counts): a search chooses
+-- that may read the whole table anyway (counts): a search chooses
 -- `store_search` or `store_search_all`, as the cost of the table scan arm,
 -- counted for every spec, made the planner compile a page of ten (JIT, 25 ms).
 SELECT s.* FROM ({store_range}) s WHERE q.prefix IS NOT NULL
@@ -53,11 +53,15 @@ SELECT s.* FROM {schema}.pgc_store s WHERE q.prefix IS NULL
         %(lim)s::int AS lim, %(off)s::int AS off, %(refresh)s::bool AS refresh,
         %(omit)s::bool AS omit) q
 
+-- fragment: store_live_spec
+-- Item `s` has not expired, or spec `q` lists expired items too (`omit` off).
+(NOT q.omit OR s.expires_at IS NULL OR s.expires_at > now())
+
 -- fragment: store_filter_plain
 -- The filter of spec `q` on item `s` that has no `conds`: `contains` (scalar
 -- equalities, one JSONB containment), and the expiry.
 (q.contains IS NULL OR s.doc @> q.contains)
-AND (NOT q.omit OR s.expires_at IS NULL OR s.expires_at > now())
+AND {store_live_spec}
 
 -- fragment: store_filter
 -- The filter of spec `q` on item `s`: `store_filter_plain`, then each condition
@@ -249,6 +253,49 @@ ORDER BY f.dist NULLS LAST, f.ns, f.key
 -- One search with a query over the whole store.
 {store_vector_open} SELECT s.* FROM {schema}.pgc_store s {store_vector_close}
 
+-- fragment: store_walk_next
+-- The walk's next namespace `f.ns` and the lowest one it may visit after it
+-- (`past`): the namespace itself, or, when spec `q` can `jump` and `f.ns` has
+-- more labels than that, the first one above every namespace cut to the same
+-- labels (labels hold no '.', and '/' sorts right after it).
+SELECT f.ns, CASE
+    WHEN q.jump IS NOT NULL AND cardinality(string_to_array(f.ns, '.')) > q.jump
+    THEN array_to_string((string_to_array(f.ns, '.'))[1:q.jump], '.') || '/'
+    ELSE f.ns END
+
+-- fragment: store_namespaces
+-- The namespaces `w.ns` in the range of spec `q` (all of them when it has no
+-- prefix), of items that have not expired when `q.omit`, each at least once.
+-- First a walk down the primary key, one probe per namespace for the next one
+-- above it: at 100k items in 200 namespaces, 200 probes against 100k rows (2
+-- against 350 ms). The walk goes from the prefix to `q.hi`; namespaces in
+-- between that do not start with the prefix's labels (`lo`) are stepped over.
+-- Each probe costs about what reading 2.5 items does, so past 1000 namespaces
+-- the walk stops and every item in range is read instead, as a store of many
+-- namespaces of an item or two lists faster that way.
+WITH RECURSIVE walk(ns, past) AS (
+    {store_walk_next} FROM (
+        SELECT s.ns FROM {schema}.pgc_store s
+        WHERE s.ns >= coalesce(q.prefix, '') COLLATE "C" AND {store_live_spec}
+        ORDER BY s.ns LIMIT 1
+    ) f
+    UNION ALL
+    {store_walk_next} FROM walk w CROSS JOIN LATERAL (
+        SELECT s.ns FROM {schema}.pgc_store s
+        WHERE s.ns > w.ns COLLATE "C" AND s.ns >= w.past COLLATE "C" AND {store_live_spec}
+        ORDER BY s.ns LIMIT 1
+    ) f
+    WHERE q.prefix IS NULL OR f.ns < q.hi COLLATE "C"
+), walked AS MATERIALIZED (
+    SELECT w.ns FROM walk w WHERE q.prefix IS NULL OR w.ns < q.hi COLLATE "C" LIMIT 1001
+)
+SELECT w.ns FROM walked w
+WHERE (SELECT count(*) FROM walked) <= 1000
+  AND (q.prefix IS NULL OR w.ns = q.prefix COLLATE "C" OR w.ns >= q.lo COLLATE "C")
+UNION ALL
+SELECT s.ns FROM ({store_scope}) s
+WHERE (SELECT count(*) FROM walked) > 1000 AND {store_live_spec}
+
 -- name: store_list_namespaces
 -- retry: safe
 -- Every namespace listing of a batch: each spec's distinct namespaces (cut to
@@ -258,15 +305,11 @@ ORDER BY f.dist NULLS LAST, f.ns, f.key
 SELECT q.i, n.labels
 FROM (SELECT * FROM jsonb_to_recordset(%(specs)s::jsonb) AS q(
     i int, prefix text, lo text, hi text, pre text[], suf text[], depth int,
-    lim int, off int, omit bool) LIMIT %(count)s) q
+    jump int, lim int, off int, omit bool) LIMIT %(count)s) q
 CROSS JOIN LATERAL (
     SELECT DISTINCT (CASE WHEN q.depth IS NULL THEN a.parts ELSE a.parts[1:q.depth] END)
            COLLATE "C" AS labels
-    FROM (
-        SELECT string_to_array(s.ns, '.') AS parts
-        FROM ({store_scope}) s
-        WHERE NOT q.omit OR s.expires_at IS NULL OR s.expires_at > now()
-    ) a
+    FROM (SELECT string_to_array(w.ns, '.') AS parts FROM ({store_namespaces}) w) a
     WHERE (q.pre IS NULL OR cardinality(a.parts) >= cardinality(q.pre) AND NOT EXISTS (
             SELECT FROM unnest(q.pre) WITH ORDINALITY AS p(label, n)
             WHERE p.label IS NOT NULL AND p.label <> a.parts[p.n]))

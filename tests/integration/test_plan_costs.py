@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 from langgraph.checkpoint.base.id import uuid6
-from langgraph.store.base import GetOp, PutOp, SearchOp
+from langgraph.store.base import GetOp, ListNamespacesOp, MatchCondition, PutOp, SearchOp
 from psycopg.rows import dict_row
 
 from pgcheckpoint import PostgresSaver, PostgresStore
@@ -389,3 +389,26 @@ def test_store_reads_refresh_ttls_by_key_whatever_the_statistics_say(db_dsn: str
                 assert stmt.name == name
                 read = _rows_read(conn, store.queries[stmt.name], stmt.params, "pgc_store")
                 assert read <= most, (name, read)
+
+
+def test_a_namespace_listing_reads_a_row_per_namespace_not_every_item(db_dsn: str) -> None:
+    """`store_list_namespaces` walks the namespaces down the key, one probe each, and
+    jumps past those cut to the same labels; it read every item in range before."""
+    with PostgresStore.from_conn_string(db_dsn) as store:
+        store.setup()
+        store.batch(
+            [PutOp(("users", f"u{i % 50}", "memories"), f"k{i}", {"n": i}) for i in range(2000)]
+        )
+        users = (MatchCondition("prefix", ("users",)),)
+        with psycopg.connect(db_dsn, autocommit=True) as conn:
+            conn.execute("ANALYZE pgc_store")
+            # (listing, rows it may read): 50 namespaces, then one label for all
+            for op, most in (
+                (ListNamespacesOp(users, max_depth=2), 55),
+                (ListNamespacesOp(users, max_depth=1), 5),
+                (ListNamespacesOp(), 55),
+            ):
+                prepared = prepare_batch(store.state, [op])
+                stmt = next(read_op(store.state, prepared, omit_expired=True))
+                read = _rows_read(conn, store.queries[stmt.name], stmt.params, "pgc_store")
+                assert read <= most, (op, read)

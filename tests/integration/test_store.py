@@ -124,6 +124,62 @@ async def test_namespaces_match_labels_literally(api: StoreApi) -> None:
     }
 
 
+LISTED = [
+    ("a",),
+    ("a", "x"),
+    ("a", "x", "y"),
+    ("a", "y"),
+    ("a-b",),
+    ("a-b", "x"),
+    ("a/b",),
+    ("a/", "x", "y"),
+    ("a b", "x"),
+    ("a%", "x"),
+    ("ab", "x", "z"),
+    ("b", "x"),
+    ("b", "y", "z"),
+    ("ü", "x"),
+]
+# (prefix, suffix, max_depth, limit, offset)
+LISTINGS: list[tuple[Any, Any, int | None, int, int]] = [
+    (None, None, None, 100, 0),
+    (None, None, 1, 100, 0),
+    (None, None, 2, 100, 0),
+    (None, None, None, 5, 3),
+    (("a",), None, None, 100, 0),
+    (("a",), None, 1, 100, 0),
+    (("a",), None, 2, 100, 0),
+    (("a", "x"), None, None, 100, 0),
+    (None, ("x",), None, 100, 0),
+    (None, ("x",), 1, 100, 0),
+    (("*", "x"), None, None, 100, 0),
+    (("*", "x"), None, 1, 100, 0),
+    (("a", "*"), None, 2, 100, 0),
+    (("a", "*", "y"), None, 1, 100, 0),
+    (("many",), None, 1, 100, 0),
+    (("many",), None, 2, 7, 990),
+    (("many",), None, None, 100, 50),
+    (("many",), ("deep",), None, 100, 0),
+    (("many",), ("deep",), 2, 100, 0),
+]
+
+
+@pytest.mark.parametrize("many", [0, 1100], ids=["few namespaces", "1100 namespaces more"])
+async def test_listings_match_in_memory_store(api: StoreApi, many: int) -> None:
+    """Each listing as InMemoryStore's, whether the store walks its namespaces,
+    jumps past those cut to the same labels, or reads every item (past 1000)."""
+    namespaces = [*LISTED, *(("many", f"n{i}") for i in range(many))]
+    namespaces += [("many", f"n{i}", "deep") for i in range(0, many, 97)]
+    ops = [PutOp(ns, f"k{j}", {"j": j}) for ns in namespaces for j in range(2)]
+    reference = InMemoryStore()
+    reference.batch(ops)
+    await api.batch(ops)
+    for prefix, suffix, depth, limit, offset in LISTINGS:
+        args = {"prefix": prefix, "suffix": suffix, "max_depth": depth}
+        args.update(limit=limit, offset=offset)
+        assert await api.list_namespaces(**args) == reference.list_namespaces(**args), args
+
+
 async def test_search_pages_are_a_total_order(api: StoreApi) -> None:
     await api.batch([PutOp(("p",), f"k{i:03}", {"i": i}) for i in range(120)])
     seen: list[str] = []

@@ -176,12 +176,18 @@ def list_spec(op: ListNamespacesOp, index: int, *, omit_expired: bool) -> dict[s
         if label is None:
             break
         literal.append(label)
+    depth = op.max_depth
+    # The namespaces cut to the same `depth` labels all pass the conditions or
+    # none does when only labels within the depth are tested: the walk of
+    # `store_namespaces` then jumps past the rest of them (`jump`).
+    same = depth is not None and suf is None and (pre is None or len(pre) <= depth)
     return {
         "i": index,
         **namespace_range(literal),
         "pre": pre,
         "suf": suf,
-        "depth": op.max_depth,
+        "depth": depth,
+        "jump": depth if same else None,
         "lim": op.limit,
         "off": op.offset,
         "omit": omit_expired,
