@@ -412,3 +412,31 @@ def test_a_namespace_listing_reads_a_row_per_namespace_not_every_item(db_dsn: st
                 stmt = next(read_op(store.state, prepared, omit_expired=True))
                 read = _rows_read(conn, store.queries[stmt.name], stmt.params, "pgc_store")
                 assert read <= most, (op, read)
+
+
+def test_a_lone_search_settles_on_a_generic_plan_in_a_large_store(db_dsn: str) -> None:
+    """`store_search_one` is planned five times on a connection, then runs its generic plan.
+
+    With the parameters read into the namespace range, custom plans estimated the
+    range from the column's histogram (a few rows of a large store) and always
+    looked cheaper than the generic plan, so Postgres planned every search anew.
+    """
+    with PostgresStore.from_conn_string(db_dsn) as store:
+        store.setup()
+        for first in range(0, 20_000, 2000):
+            store.batch(
+                [
+                    PutOp(("users", f"u{i % 200}", "memories"), f"k{i}", {"kind": i % 3})
+                    for i in range(first, first + 2000)
+                ]
+            )
+    with psycopg.connect(db_dsn, autocommit=True, prepare_threshold=0) as conn:
+        conn.execute("ANALYZE pgc_store")
+        store = PostgresStore(conn)
+        for i in range(8):
+            assert len(store.search(("users", f"u{i}"), filter={"kind": 1}, limit=10)) == 10
+        row = conn.execute(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+            " WHERE statement LIKE '-- pgcheckpoint: store_search_one%'"
+        ).fetchone()
+    assert row is not None and row[0] >= 2, row
